@@ -1,0 +1,29 @@
+/* tk_thread.h: gives every thread that calls into a NIF library a small,
+ * stable slot number, so that per-thread data (counter rows, producer
+ * rings) has exactly one writer.
+ *
+ * The slot lives in a thread-specific-data key of the library (public NIF
+ * API, no private ERTS symbols). The first call from a thread takes the next
+ * number; later calls are one TSD read. Threads past TK_THREAD_SLOTS - 1 all
+ * get TK_THREAD_SHARED, which callers must treat as multi-writer.
+ */
+#ifndef TK_THREAD_H
+#define TK_THREAD_H
+
+#include <erl_nif.h>
+
+#define TK_THREAD_SLOTS 256
+#define TK_THREAD_SHARED (TK_THREAD_SLOTS - 1)
+
+/* Call from the library's load callback; 0 on success. */
+int tk_thread_init(void);
+/* Call from the library's unload callback. */
+void tk_thread_fini(void);
+
+/* The calling thread's slot. */
+unsigned tk_thread_slot(void);
+
+/* How many slots have been handed out (capped at TK_THREAD_SLOTS). */
+unsigned tk_thread_count(void);
+
+#endif
