@@ -50,6 +50,7 @@
 -define(FLAGS, [send, 'receive', print, timestamp, monotonic_timestamp,
                 strict_monotonic_timestamp]).
 -define(TEXT_WIDTH, 16).
+-define(TEXT_MAX_WIDTH, 30).
 -define(MSG_CHARS, 40).
 
 %%% ---- follow ----------------------------------------------------------------
@@ -65,8 +66,9 @@ follow(Fun) ->
 %% the token reached, in the order the tracer stored them (see
 %% {@link order/1} for causal order). The system seq tracer and the
 %% caller's token in place before are put back, also when Fun raises
-%% (which is then raised again). The caller's serial counters restart
-%% from its old token's values.
+%% (which is then raised again). The flow's serials start from {0, 0};
+%% afterwards the caller's counters are those of its old token, if it had
+%% one.
 -spec follow(fun(() -> Result), follow_opts()) -> {Result, [event()]}.
 follow(Fun, Opts) when is_function(Fun, 0), is_map(Opts) ->
     Flags = maps:get(flags, Opts, [send, 'receive', print]),
@@ -74,11 +76,14 @@ follow(Fun, Opts) when is_function(Fun, 0), is_map(Opts) ->
     Settle = maps:get(settle, Opts, 50),
     Tracer = maps:get(tracer, Opts, ring),
     check_opts(Flags, Settle, Tracer, maps:keys(Opts)),
+    %% Without a token while the tracer starts: a process spawned now
+    %% would inherit it.
+    OldToken = seq_trace:set_token([]),
     {TracerTerm, Collect, Close} = start_tracer(Tracer),
     OldTracer = seq_trace:set_system_tracer(TracerTerm),
-    OldToken = seq_trace:set_token([]),
     try
         _ = seq_trace:set_token(label, Label),
+        _ = seq_trace:set_token(serial, {0, 0}),
         [_ = seq_trace:set_token(F, true) || F <- Flags],
         Result = Fun(),
         _ = seq_trace:set_token([]),
@@ -87,8 +92,8 @@ follow(Fun, Opts) when is_function(Fun, 0), is_map(Opts) ->
     after
         _ = seq_trace:set_token([]),
         _ = seq_trace:set_system_tracer(OldTracer),
-        _ = OldToken =:= [] orelse seq_trace:set_token(OldToken),
-        Close()
+        Close(),
+        _ = OldToken =:= [] orelse seq_trace:set_token(OldToken)
     end;
 follow(Fun, Opts) ->
     error(badarg, [Fun, Opts]).
@@ -333,9 +338,10 @@ mm_escape(S) ->
 %% Lifelines ?TEXT_WIDTH columns apart; arrows between them carry the
 %% message, cut to the room they have.
 text(Items, Parts, Names) ->
-    Width = max(?TEXT_WIDTH,
-                lists:max([0 | [string:length(N) + 2
-                                || N <- maps:values(Names)]])),
+    %% Room for the longest message (up to a limit) and every name.
+    Longest = lists:max([0 | [string:length(T) || {arrow, _, _, T, _} <- Items]]),
+    Width = lists:max([?TEXT_WIDTH, min(?TEXT_MAX_WIDTH, Longest + 6)
+                       | [string:length(N) + 2 || N <- maps:values(Names)]]),
     Cols = maps:from_list([{P, (N - 1) * Width + Width div 2}
                            || {N, P} <- enumerate(Parts)]),
     LineLen = length(Parts) * Width,
