@@ -20,13 +20,14 @@
 -export([all/0, init_per_testcase/2, end_per_testcase/2]).
 -export([basic/1, on_and_off/1, info/1, pause_and_restart/1,
          restart_pause_quirks/1, global_and_breakpoints/1, bad_patterns/1,
-         two_sessions/1, random_sequences/1]).
+         two_sessions/1, concurrent_replay/1, random_sequences/1]).
 
 -define(W, tk_bp_work).
 
 all() ->
     [basic, on_and_off, info, pause_and_restart, restart_pause_quirks,
-     global_and_breakpoints, bad_patterns, two_sessions, random_sequences].
+     global_and_breakpoints, bad_patterns, two_sessions, concurrent_replay,
+     random_sequences].
 
 %%% ---- the mirror -----------------------------------------------------------
 
@@ -290,11 +291,30 @@ bad_patterns(Config) ->
     badarg = fn(M, 1, MFA, true, [global, call_count]),
     badarg = fn(M, 1, MFA, true, [call_count, global]),
     badarg = fn(M, 1, MFA, true, [no_such_flag]),
+    %% A session with a tracer takes no other meta tracer.
+    badarg = fn(M, 1, MFA, true, [{meta, self()}]),
     badarg = fn(M, 1, MFA, true, [call_count | improper]),
     badarg = fn(M, 1, MFA, 42, [call_count]),
     badarg = fn(M, 1, {?W, '_', 3}, true, [call_count]),
     badarg = fn(M, 1, {?W, seq}, true, [call_count]),
-    check(M).
+    check(M),
+    %% The model's own arguments.
+    #{model := Model} = M,
+    Bad = fun(F) -> ?assertError(badarg, F()) end,
+    Bad(fun() -> tracekit_model:bp_new([]) end),
+    Bad(fun() -> tracekit_model:bp_new([{{m, f, x}, true}]) end),
+    Bad(fun() -> tracekit_model:bp_new([{{m, f, 1}, yes}]) end),
+    Bad(fun() -> tracekit_model:bp_function(Model, 64, MFA, true, []) end),
+    Bad(fun() -> tracekit_model:bp_function(make_ref(), 0, MFA, true, []) end),
+    Bad(fun() -> tracekit_model:bp_info(Model, 0, {?W, seq, '_'},
+                                        call_count) end),
+    Bad(fun() -> tracekit_model:bp_info(Model, 0, MFA, call_time) end),
+    Bad(fun() -> tracekit_model:bp_call(Model, {?W, nope, 0}, 1) end),
+    Bad(fun() -> tracekit_model:bp_call(Model, MFA, -1) end),
+    ?assertEqual(undefined, tracekit_model:bp_flags(Model, 0, {?W, nope, 0})),
+    %% seq/3 has local (1) and call_count (4, active 8), in both
+    %% generations.
+    ?assertEqual({13, 13}, tracekit_model:bp_flags(Model, 0, MFA)).
 
 %% Two sessions count the same functions independently.
 two_sessions(Config) ->
@@ -318,6 +338,45 @@ two_sessions(Config) ->
     M4 = run(M3, {seq, 3}),
     ?assertEqual(3, count(M4, 1, MFA)),
     check(M4).
+
+%% Workers run at once on the VM; their calls are replayed into the model
+%% by as many processes at once (the model's readers on several dirty
+%% schedulers), while the test process keeps changing another function's
+%% breakpoint in session 2 (the model's writer, with its grace periods).
+concurrent_replay(Config) ->
+    M0 = #{rec := Rec, collector := C, model := Model} = mirror(Config),
+    NF = length(maps:get(funcs, M0)),
+    NF = fn(M0, 1, {?W, '_', '_'}, true, [call_count]),
+    Works = [{seq, 300}, {seq_r, 300}, {lam, 40}, {seq, 150}],
+    Ws = [spawn(fun() -> receive go -> ?W:run(Work) end end) || Work <- Works],
+    [1 = trace:process(Rec, W, true, [call]) || W <- Ws],
+    [W ! go || W <- Ws],
+    tk_collector:wait_dead(Ws),
+    [tk_collector:sync(Rec, W) || W <- Ws],
+    Events = tk_collector:events(C),
+    Self = self(),
+    Replayers =
+        [spawn_link(
+           fun() ->
+                   [ok = tracekit_model:bp_call(Model, {Mod, F, length(As)}, 1)
+                    || {trace, P, call, {Mod, F, As}} <- Events, P =:= W],
+                   Self ! {replayed, self()}
+           end) || W <- Ws],
+    Toggle = fun Loop(I) ->
+                     Op = lists:nth(I rem 4 + 1, [true, pause, restart, false]),
+                     1 = fn(M0, 2, {?W, hidden, 1}, Op, [call_count]),
+                     case [R || R <- Replayers, is_process_alive(R)] of
+                         [] -> I;
+                         _ -> Loop(I + 1)
+                     end
+             end,
+    Changes = Toggle(0),
+    [receive {replayed, R} -> ok end || R <- Replayers],
+    ct:log("~p changes while replaying ~p events", [Changes, length(Events)]),
+    M1 = M0#{seen := length(Events)},
+    ?assertEqual(450, count(M1, 1, {?W, seq, 3})),
+    ?assertEqual(300, count(M1, 1, {?W, seq_r, 4})),
+    check(M1).
 
 %% Random patterns and workloads in both sessions, compared after every
 %% step.

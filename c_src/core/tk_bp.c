@@ -147,6 +147,8 @@ static int run_site(unsigned ix, unsigned k, tk_bp_site *s,
     uintptr_t code = atomic_load_explicit(&s->code, memory_order_acquire);
     if (code != TK_BP_BREAK_INSTR)
         return n;
+    if (ctx->dawdle != NULL)
+        ctx->dawdle(ctx->dawdle_arg);
     tk_bp_g *g = atomic_load_explicit(&s->head, memory_order_acquire);
     if (g == NULL)
         *bad = 1;

@@ -37,8 +37,23 @@
  *                unlink breakpoints with zero flags
  *   (wait) free         free the unlinked breakpoints
  *
- * The last wait is in the VM too (its fifth code barrier): readers still
- * walking a list may stand on a breakpoint that consolidation unlinked.
+ * The last wait is in the VM too (its fifth code barrier; the design note
+ * in the OTP docs predates sessions and lists four): with several
+ * sessions' breakpoints in one list, the function keeps its breakpoint
+ * instruction, so readers may still stand on a breakpoint that
+ * consolidation unlinked.
+ *
+ * What each wait protects here. Before uninstall: a reader that read the
+ * old active index must not find the original instruction restored (it
+ * would see the old generation for some sessions and nothing for a site
+ * that was just emptied: a mix). Before consolidation: a reader that saw
+ * the breakpoint instruction just before uninstall must not find the list
+ * emptied by consolidation (the VM would crash on it; it also clears
+ * export trampolines there). Before free: readers standing on unlinked
+ * breakpoints. The concurrency test fails without any one of these three.
+ * The waits before install and commit order plain stores in the VM; here
+ * the code word, list links and index are release/acquire atomics, so
+ * they only keep the VM's rhythm.
  *
  * call_count/call_time/call_memory semantics (set_function_break): setting
  * one again, or `restart`, zeroes its data and sets its ACTIVE flag;

@@ -19,6 +19,12 @@
  *    changes with no readers at all;
  *  - counts are exact once quiet: with no writer, every call of a function
  *    whose counter is active adds exactly one.
+ *
+ * One call in eight dawdles inside its read section (spins or yields
+ * between its loads), which widens the windows the grace periods must
+ * cover: without the wait before uninstall, before consolidation or before
+ * free, this test fails (and AddressSanitizer/ThreadSanitizer report the
+ * last one).
  */
 #include "tk_bp.h"
 #include "tk_test.h"
