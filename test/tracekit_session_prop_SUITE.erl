@@ -120,7 +120,7 @@ scenarios(Config) ->
       fun(Steps) ->
               case run(Ctx, Steps) of
                   ok -> ok;
-                  {mismatch, M} -> ct:fail({mismatch, Steps, M})
+                  Failure -> ct:fail({Failure, Steps})
               end
       end, Scenarios).
 
@@ -268,7 +268,7 @@ item() ->
 
 %%% ---- running a sequence --------------------------------------------------------
 
--record(ses, {handle, weak, sid, vm_weak}).
+-record(ses, {handle, weak, sid}).
 -record(run, {ctx, model, sessions = [], procs = [], ports = [], funcs = [],
               base}).
 
@@ -277,18 +277,24 @@ item() ->
 %% afterwards, so that sequences do not see each other.
 run(Ctx, Steps) ->
     R0 = setup(Ctx),
-    try
-        lists:foldl(fun(Step, {N, R1}) ->
-                            count(element(1, Step)),
-                            R2 = in_step(N, Step, fun() -> run_step(Step, R1) end),
-                            in_step(N, Step, fun() -> snapshot(R2) end),
-                            {N + 1, R2}
-                    end, {1, R0}, Steps),
-        cleanup()
-    catch
-        throw:{mismatch, _} = M ->
-            _ = cleanup(),
-            M
+    Result =
+        try
+            lists:foldl(
+              fun(Step, {N, R1}) ->
+                      count(element(1, Step)),
+                      R2 = in_step(N, Step, fun() -> run_step(Step, R1) end),
+                      in_step(N, Step, fun() -> snapshot(R2) end),
+                      {N + 1, R2}
+              end, {1, R0}, Steps),
+            ok
+        catch
+            throw:{mismatch, _} = M -> M;
+            Class:Reason:Stack -> {crash, Class, Reason, Stack}
+        end,
+    case cleanup() of
+        ok -> Result;
+        Mismatch when Result =:= ok -> Mismatch;
+        _ -> Result
     end.
 
 in_step(N, Step, F) ->
@@ -330,7 +336,7 @@ cleanup() ->
     %% The next sequence spawns from this process: the trace cleaner must
     %% have stripped the destroyed sessions' refs from it.
     case wait_until(fun() -> process_info(self(), trace) =:= {trace, 0} end,
-                    2000) of
+                    10000) of
         true -> ok;
         false -> {mismatch, #{question => runner_traced_after_cleanup,
                               vm => process_info(self(), trace)}}
@@ -395,7 +401,7 @@ run_step({create, NameI, TracerI, BadOpts}, R = #run{model = M, ctx = Ctx}) ->
         {{_, {Name, W}} = Handle, {Sid, MW}} ->
             Base = case R#run.base of undefined -> W - MW; B -> B end,
             same(weak_id, W - Base, MW),
-            S = #ses{handle = Handle, weak = {Name, W}, sid = Sid, vm_weak = W},
+            S = #ses{handle = Handle, weak = {Name, W}, sid = Sid},
             put(tk_sessions, [S | get(tk_sessions)]),
             R#run{sessions = R#run.sessions ++ [S], base = Base};
         _ ->
@@ -445,7 +451,9 @@ run_step({spawn, I, Link}, R = #run{model = M, procs = Ps}) ->
             R;
         true ->
             Parent ! {spawn, Link, self()},
-            Child = receive {spawned, Parent, C} -> C end,
+            Child = receive {spawned, Parent, C} -> C
+                    after 5000 -> error({no_spawn_reply, Parent})
+                    end,
             put(tk_procs, [Child | get(tk_procs)]),
             CT = tracekit_model:session_spawn(M, PT, Link),
             R#run{procs = Ps ++ [{Child, CT}]}
@@ -459,7 +467,9 @@ run_step({Op, I, J}, R = #run{model = M, procs = Ps})
             R;
         true ->
             A ! {Op, B, self()},
-            receive {synced, B} -> ok end,
+            receive {synced, B} -> ok
+            after 5000 -> error({no_sync, Op, A, B})
+            end,
             MOp = case Op of link -> session_link; unlink -> session_unlink end,
             ok = tracekit_model:MOp(M, AT, BT),
             R
@@ -489,7 +499,7 @@ run_step({close_port, I}, R = #run{model = M, ports = Ports}) when Ports =/= [] 
         _ ->
             ok = gen_udp:close(Port),
             true = wait_until(fun() -> erlang:port_info(Port) =:= undefined end,
-                              1000),
+                              5000),
             ok = tracekit_model:session_exit(M, PT),
             R
     end;
@@ -667,7 +677,7 @@ ours(L, #run{sessions = Ss, base = Base}) ->
 %% After a destroy the VM strips the session's refs in its trace cleaner
 %% process: wait until every live process shows the model's flags.
 wait_cleaner(R) ->
-    wait_until(fun() -> unions_agree(R) end, 2000).
+    wait_until(fun() -> unions_agree(R) end, 10000).
 
 unions_agree(#run{model = M, procs = Ps}) ->
     lists:all(fun({P, T}) ->
@@ -689,16 +699,19 @@ snapshot(R = #run{model = M, sessions = Ss, procs = Ps, ports = Ports,
                       ask_info(H, Sid, new, new, flags, M, R);
                   _ ->
                       [ask_info(H, Sid, V, T, Item, M, R)
-                       || {V, T} <- Tracees, Item <- [flags, tracer]],
+                       || {V, T} <- Tracees, Item <- [flags, tracer, traced]],
                       [ask_info(H, Sid, W, W, Item, M, R)
-                       || W <- [new, new_ports], Item <- [flags, tracer]],
-                      [ask_info(H, Sid, E, E, match_spec, M, R)
-                       || E <- [send, 'receive']],
+                       || W <- [new, new_ports], Item <- [flags, tracer, all]],
+                      [ask_info(H, Sid, E, E, Item, M, R)
+                       || E <- [send, 'receive'], Item <- [match_spec, flags]],
                       [ask_info(H, Sid, on_load, on_load, Item, M, R)
                        || Item <- [all, traced, match_spec, meta,
-                                   meta_match_spec, call_count]],
+                                   meta_match_spec, call_count, call_time,
+                                   call_memory, flags]],
                       [ask_info(H, Sid, F, F, Item, M, R)
-                       || F <- Fns, Item <- [all, meta]]
+                       || F <- Fns, Item <- [all, traced, match_spec, meta,
+                                             meta_match_spec, call_count,
+                                             call_time, call_memory, flags]]
               end
       end, Ss),
     [ask_session_info(W, W, R)

@@ -185,6 +185,15 @@ TK_TEST(session_fun_restart_pause_without_counters)
     TK_CHECK_EQ(fn(m, s2, mfa(M_FM, F_A, 0), TK_MS_RESTART, TK_FF_COUNT), 1);
     TK_CHECK_EQ(kind(m, s2, fid_a0, TK_K_ALL), TK_V_FALSE);
     TK_CHECK_EQ(sinfo_func(m, fid_a0), 1);
+    /* On a breakpoint without the counter, pause (like restart) starts it,
+     * running. */
+    TK_CHECK_EQ(fn(m, s2, mfa(M_FM, F_L, 1), TK_MS_TRUE, TK_FF_LOCAL), 1);
+    TK_CHECK_EQ(fn(m, s2, mfa(M_FM, F_L, 1), TK_MS_PAUSE, TK_FF_COUNT), 1);
+    tk_ses_call(m, fid_l1);
+    TK_CHECK_EQ(item(m, s2, fid_l1, TK_K_CALL_COUNT).kind, TK_V_INT);
+    TK_CHECK_EQ(item(m, s2, fid_l1, TK_K_CALL_COUNT).n, 1);
+    TK_CHECK_EQ(fn(m, s2, mfa(M_FM, F_L, 1), TK_MS_FALSE,
+                   TK_FF_LOCAL | TK_FF_COUNT), 1);
     /* restart/pause with global (or no) flags set global tracing. */
     TK_CHECK_EQ(fn(m, s2, mfa(M_FM, F_A, 1), TK_MS_PAUSE, TK_FF_GLOBAL), 1);
     TK_CHECK_EQ(kind(m, s2, fid_a1, TK_K_TRACED), TK_V_GLOBAL);
