@@ -157,8 +157,8 @@ long tk_ses_weak_id(const tk_ses_model *m, int sid);
 
 /* A process spawned by `parent' (a model process, or TK_SES_NONE), linked
  * to it when `link' (spawn_link). The child gets, in this order: a ref for
- * each session with defaults for new processes (legacy first, then the
- * newest session first); then, for each of the parent's refs, newest ref
+ * each session with defaults for new processes (newest session first;
+ * legacy, which the model never changes, would come before all); then, for each of the parent's refs, newest ref
  * first, what the parent passes on in that session, which replaces the
  * defaults: with set_on_spawn the parent's flags; with set_on_first_spawn
  * the same without the spawn flags, which the parent loses too; when
