@@ -1,0 +1,222 @@
+#include "tk_ring.h"
+
+#include <string.h>
+
+#include "tk_mem.h"
+
+/* Header word: low 32 bits the record's total length (bytes, multiple of 8,
+ * header and padding included), high 32 bits the payload length. */
+#define HDR(total, payload) ((uint64_t)(payload) << 32 | (uint64_t)(total))
+#define HDR_TOTAL(h) ((uint64_t)((h)&0xffffffffu))
+#define HDR_PAYLOAD(h) ((size_t)((h) >> 32))
+
+static inline uint64_t round8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
+
+/* Single-writer counters: load + store, no read-modify-write needed. */
+static inline void bump(_Atomic uint64_t *c, uint64_t by)
+{
+    uint64_t v = atomic_load_explicit(c, memory_order_relaxed);
+    atomic_store_explicit(c, v + by, memory_order_relaxed);
+}
+
+int tk_ring_init(tk_ring *r, size_t size, tk_ring_policy policy)
+{
+    if (size < TK_RING_MIN_SIZE || size > TK_RING_MAX_SIZE ||
+        (size & (size - 1)) != 0)
+        return -1;
+    /* Not zeroed: only published records are ever read, and zeroing would
+     * touch every page up front (milliseconds for a big ring, on the
+     * first event of a thread). */
+    r->words = tk_mem_alloc(size);
+    if (r->words == NULL)
+        return -1;
+    atomic_init(&r->head, 0);
+    r->tail_seen = 0;
+    r->last_stamp = 0;
+    atomic_init(&r->written, 0);
+    atomic_init(&r->dropped, 0);
+    atomic_init(&r->overwritten, 0);
+    atomic_init(&r->bytes, 0);
+    atomic_init(&r->tail, 0);
+    r->size = size;
+    r->mask = size / 8 - 1;
+    r->policy = policy;
+    return 0;
+}
+
+void tk_ring_destroy(tk_ring *r)
+{
+    tk_mem_free(r->words);
+    r->words = NULL;
+}
+
+static inline void store_word(tk_ring *r, uint64_t pos, uint64_t w)
+{
+    atomic_store_explicit(&r->words[(pos >> 3) & r->mask], w,
+                          memory_order_relaxed);
+}
+
+static inline uint64_t load_word(tk_ring *r, uint64_t pos)
+{
+    return atomic_load_explicit(&r->words[(pos >> 3) & r->mask],
+                                memory_order_relaxed);
+}
+
+int tk_ring_fits(tk_ring *r, size_t payload)
+{
+    if (payload > tk_ring_max_payload(r))
+        return 0;
+    if (r->policy == TK_RING_OVERWRITE)
+        return 1;
+    uint64_t need = round8(TK_RING_HEADER + payload);
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (h + need - r->tail_seen <= r->size)
+        return 1;
+    /* Acquire: pairs with the consumer's release of tail, so that the
+     * consumer has finished reading the space we are about to reuse. */
+    r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+    return h + need - r->tail_seen <= r->size;
+}
+
+/* Overwrite policy: evict the oldest records until `need` bytes are free
+ * after head h. The consumer may be moving tail at the same time, so every
+ * move is a compare-and-swap. The header at tail was written by this
+ * producer and cannot have been overwritten yet (we only overwrite space we
+ * have evicted), so reading it is safe. */
+static void evict(tk_ring *r, uint64_t h, uint64_t need)
+{
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+    while (h + need - t > r->size) {
+        uint64_t len = HDR_TOTAL(load_word(r, t));
+        /* Acquire on both outcomes: a tail moved by the consumer means it
+         * finished reading those records before we reuse their space. */
+        if (atomic_compare_exchange_weak_explicit(&r->tail, &t, t + len,
+                                                  memory_order_acquire,
+                                                  memory_order_acquire)) {
+            bump(&r->overwritten, 1);
+            t += len;
+        }
+        /* On failure t holds the consumer's newer tail: loop. */
+    }
+    r->tail_seen = t;
+    /* Release fence: the evictions above are ordered before the stores
+     * that overwrite the evicted space. A consumer that reads any of those
+     * stores and then issues its acquire fence is guaranteed to see tail
+     * moved (see tk_ring_pop): the classic seqlock pairing. */
+    atomic_thread_fence(memory_order_release);
+}
+
+int tk_ring_push(tk_ring *r, uint64_t stamp, const void *payload, size_t len)
+{
+    if (len > tk_ring_max_payload(r)) {
+        bump(&r->dropped, 1);
+        return -1;
+    }
+    uint64_t need = round8(TK_RING_HEADER + len);
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (r->policy == TK_RING_DROP) {
+        if (h + need - r->tail_seen > r->size) {
+            r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+            if (h + need - r->tail_seen > r->size) {
+                bump(&r->dropped, 1);
+                return -1;
+            }
+        }
+    } else if (h + need - r->tail_seen > r->size) {
+        evict(r, h, need);
+    }
+
+    /* A thread moved to another core may read a clock a little behind
+     * its previous reading; consumers rely on stamps not decreasing
+     * within a ring. */
+    if (stamp < r->last_stamp)
+        stamp = r->last_stamp;
+    r->last_stamp = stamp;
+    store_word(r, h, HDR(need, len));
+    store_word(r, h + 8, stamp);
+    const unsigned char *p = payload;
+    uint64_t pos = h + TK_RING_HEADER;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8, pos += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        store_word(r, pos, w);
+    }
+    if (i < len) {
+        uint64_t w = 0;
+        memcpy(&w, p + i, len - i);
+        store_word(r, pos, w);
+    }
+    /* Release: the record's words are visible to a consumer that sees the
+     * new head with an acquire load. */
+    atomic_store_explicit(&r->head, h + need, memory_order_release);
+    bump(&r->written, 1);
+    bump(&r->bytes, need);
+    return 0;
+}
+
+int tk_ring_pop(tk_ring *r, uint64_t limit, void *buf, size_t cap,
+                tk_ring_rec *rec)
+{
+    unsigned char *out = buf;
+    for (;;) {
+        /* Acquire: in drop mode pairs with nothing in particular (only we
+         * move tail); in overwrite mode it orders our reads after the
+         * producer's eviction that moved tail here. */
+        uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (t >= limit)
+            return 0;
+        uint64_t hdr = load_word(r, t);
+        uint64_t total = HDR_TOTAL(hdr);
+        size_t len = HDR_PAYLOAD(hdr);
+        int sane = total >= TK_RING_HEADER && (total & 7) == 0 &&
+                   total <= r->size / 4 && len <= total - TK_RING_HEADER &&
+                   len <= cap;
+        uint64_t stamp = 0;
+        if (sane) {
+            stamp = load_word(r, t + 8);
+            uint64_t pos = t + TK_RING_HEADER;
+            size_t i = 0;
+            for (; i + 8 <= len; i += 8, pos += 8) {
+                uint64_t w = load_word(r, pos);
+                memcpy(out + i, &w, 8);
+            }
+            if (i < len) {
+                uint64_t w = load_word(r, pos);
+                memcpy(out + i, &w, len - i);
+            }
+        }
+        /* Acquire fence: if any load above read words the producer wrote
+         * after evicting this record, its eviction (a CAS on tail before
+         * its release fence) happens before our CAS below, which then
+         * fails. So a successful CAS proves the copy is intact. */
+        atomic_thread_fence(memory_order_acquire);
+        uint64_t expect = t;
+        if (!sane) {
+            /* Only possible if the producer overwrote the header under
+             * us, in which case tail has moved: retry from there. */
+            if (atomic_load_explicit(&r->tail, memory_order_relaxed) != t)
+                continue;
+            return 0; /* cannot happen with a well-behaved producer */
+        }
+        /* Release: our reads of the record happen before the producer
+         * reuses its space (the producer acquires tail). */
+        if (atomic_compare_exchange_strong_explicit(&r->tail, &expect,
+                                                    t + total,
+                                                    memory_order_release,
+                                                    memory_order_relaxed)) {
+            rec->pos = t;
+            rec->stamp = stamp;
+            rec->len = len;
+            return 1;
+        }
+        /* The producer evicted the record while we copied it: retry. */
+    }
+}
+
+uint64_t tk_ring_used(tk_ring *r)
+{
+    uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_acquire);
+    return h > t ? h - t : 0;
+}

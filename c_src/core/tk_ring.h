@@ -1,0 +1,113 @@
+/* tk_ring.h: a single-producer, single-consumer ring of variable-size
+ * records, with two policies when it is full:
+ *
+ *   TK_RING_DROP       the new record is refused and counted (keep oldest)
+ *   TK_RING_OVERWRITE  the oldest records are evicted and counted (keep
+ *                      newest: a flight recorder)
+ *
+ * Positions are byte offsets that only grow (64 bits: they never wrap in
+ * practice); the storage index is position & mask. A record is a header word
+ * (its total length in bytes, a multiple of 8, header included), a stamp
+ * word (the producer's clock, used by consumers to merge several rings), and
+ * the payload padded to 8 bytes.
+ *
+ * Storage is an array of atomic 64-bit words accessed with relaxed loads and
+ * stores. In drop mode producer and consumer never touch the same words at
+ * the same time; in overwrite mode the producer may overwrite a record the
+ * consumer is copying, and the consumer detects it (see tk_ring_pop). Using
+ * atomic words makes that race well defined (and visible to ThreadSanitizer
+ * as the benign race it is) at no cost on x86-64 or arm64.
+ *
+ * Threads: exactly one producer thread calls tk_ring_push/tk_ring_fits at a
+ * time; exactly one consumer at a time calls tk_ring_pop. Statistics may be
+ * read by anyone.
+ */
+#ifndef TK_RING_H
+#define TK_RING_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { TK_RING_DROP = 0, TK_RING_OVERWRITE = 1 } tk_ring_policy;
+
+#define TK_RING_HEADER 16u         /* header word + stamp word */
+#define TK_RING_MIN_SIZE 4096u     /* bytes */
+#define TK_RING_MAX_SIZE (1u << 30)
+
+typedef struct tk_ring {
+    /* Written by the producer only. */
+    alignas(64) _Atomic uint64_t head; /* end of the last published record */
+    uint64_t tail_seen;                /* producer's cached view of tail */
+    uint64_t last_stamp;               /* stamps never decrease in a ring */
+    _Atomic uint64_t written;          /* records published */
+    _Atomic uint64_t dropped;          /* records refused (drop policy) */
+    _Atomic uint64_t overwritten;      /* records evicted (overwrite policy) */
+    _Atomic uint64_t bytes;            /* bytes published */
+
+    /* Moved by the consumer; in overwrite mode also by the producer. */
+    alignas(64) _Atomic uint64_t tail; /* start of the oldest record */
+
+    /* Set at init. */
+    alignas(64) uint64_t size;         /* bytes, a power of two */
+    uint64_t mask;                     /* size / 8 - 1, over words */
+    tk_ring_policy policy;
+    _Atomic uint64_t *words;
+} tk_ring;
+
+/* size: bytes, a power of two in [TK_RING_MIN_SIZE, TK_RING_MAX_SIZE].
+ * Returns 0, or -1 for a bad size or when out of memory. */
+int tk_ring_init(tk_ring *r, size_t size, tk_ring_policy policy);
+void tk_ring_destroy(tk_ring *r);
+
+/* Largest payload a record can carry (a quarter of the ring, so that an
+ * overwrite ring always holds several records). */
+static inline size_t tk_ring_max_payload(const tk_ring *r)
+{
+    return (size_t)(r->size / 4) - TK_RING_HEADER;
+}
+
+/* Producer: would a record with `payload` bytes be accepted now? Always
+ * true in overwrite mode (for payloads up to tk_ring_max_payload). Cheap:
+ * reads the consumer's tail only when the cached view says "no". */
+int tk_ring_fits(tk_ring *r, size_t payload);
+
+/* Producer: appends a record. Returns 0 when published, -1 when refused
+ * (drop policy and no room, or payload too large); refusals are counted in
+ * `dropped`. */
+int tk_ring_push(tk_ring *r, uint64_t stamp, const void *payload,
+                 size_t len);
+
+/* Producer: counts an event refused before it became a record (for example
+ * by tk_ring_fits in a tracer's enabled callback). */
+static inline void tk_ring_count_drop(tk_ring *r)
+{
+    /* Single writer: load + store is an exact increment. */
+    uint64_t d = atomic_load_explicit(&r->dropped, memory_order_relaxed);
+    atomic_store_explicit(&r->dropped, d + 1, memory_order_relaxed);
+}
+
+/* Consumer: the current end of published records (acquire: the records
+ * before it are fully written). */
+static inline uint64_t tk_ring_head(tk_ring *r)
+{
+    return atomic_load_explicit(&r->head, memory_order_acquire);
+}
+
+typedef struct {
+    uint64_t pos;   /* position of the record in the ring */
+    uint64_t stamp; /* producer's stamp */
+    size_t len;     /* payload bytes copied into the caller's buffer */
+} tk_ring_rec;
+
+/* Consumer: removes the oldest record that starts before `limit` (a value
+ * of tk_ring_head) and copies its payload into buf (cap bytes, at least
+ * tk_ring_max_payload). Returns 1 with *rec filled, 0 when there is none. */
+int tk_ring_pop(tk_ring *r, uint64_t limit, void *buf, size_t cap,
+                tk_ring_rec *rec);
+
+/* Bytes currently held (published and not yet consumed or evicted). */
+uint64_t tk_ring_used(tk_ring *r);
+
+#endif

@@ -1,0 +1,322 @@
+/* ring_nif.c: the tracekit_ring NIF library: load, the ring resource, and
+ * the functions people call (new, close, stats, drain). The VM's callbacks
+ * are in tracer.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ring.h"
+#include "tk_clock.h"
+#include "tk_mem.h"
+
+ErlNifResourceType *ring_type;
+tk_keymap tag_index;
+unsigned char tag_part[TK_KEYMAP_CAP];
+
+#define ATOM_DEF(a) ERL_NIF_TERM am_##a;
+ATOMS(ATOM_DEF)
+#undef ATOM_DEF
+ERL_NIF_TERM am_ellipsis;
+
+/* Drain hands out at most this many events per call, so that one call stays
+ * well within a scheduler's time slice; the Erlang side loops. */
+#define DRAIN_CHUNK 4000
+
+/* ---- per-thread encoding buffers ----------------------------------------- */
+
+static _Atomic(unsigned char *) scratch[TK_THREAD_SLOTS];
+
+unsigned char *scratch_buffer(unsigned slot)
+{
+    if (slot >= TK_THREAD_SHARED)
+        return NULL;
+    /* Only the owner thread stores into its slot. */
+    unsigned char *b = atomic_load_explicit(&scratch[slot], memory_order_relaxed);
+    if (b == NULL) {
+        b = enif_alloc(SCRATCH_SIZE);
+        atomic_store_explicit(&scratch[slot], b, memory_order_relaxed);
+    }
+    return b;
+}
+
+void scratch_free_all(void)
+{
+    for (unsigned i = 0; i < TK_THREAD_SLOTS; i++) {
+        enif_free(atomic_load(&scratch[i]));
+        atomic_store(&scratch[i], NULL);
+    }
+}
+
+/* ---- the resource --------------------------------------------------------- */
+
+/* Rings allocated and not yet freed, in this node. */
+static _Atomic long rings_alive;
+
+static void ring_dtor(ErlNifEnv *env, void *obj)
+{
+    (void)env;
+    ring_res *r = obj;
+    atomic_fetch_sub(&rings_alive, 1);
+    /* No callback can be running: the VM holds the state term (which
+     * keeps this resource alive) for as long as any tracee may call us. */
+    for (unsigned i = 0; i < TK_THREAD_SLOTS; i++) {
+        tk_ring *ring = atomic_load(&r->producers[i]);
+        if (ring != NULL) {
+            tk_ring_destroy(ring);
+            enif_free(ring);
+        }
+    }
+    tk_merge_destroy(&r->merge);
+    if (r->lock != NULL)
+        enif_mutex_destroy(r->lock);
+}
+
+static ring_res *get_ring(ErlNifEnv *env, ERL_NIF_TERM t)
+{
+    ring_res *r;
+    return enif_get_resource(env, t, ring_type, (void **)&r) ? r : NULL;
+}
+
+/* ---- load ----------------------------------------------------------------- */
+
+static void add_tag(ErlNifEnv *env, const char *name, payload_part part)
+{
+    ERL_NIF_TERM a = enif_make_atom(env, name);
+    int i = tk_keymap_index(&tag_index, (uint64_t)a);
+    if (i >= 0)
+        tag_part[i] = (unsigned char)part;
+}
+
+static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
+{
+    (void)priv;
+    (void)info;
+#define ATOM_INIT(a) am_##a = enif_make_atom(env, #a);
+    ATOMS(ATOM_INIT)
+#undef ATOM_INIT
+    am_ellipsis = enif_make_atom(env, "...");
+    ring_type = enif_open_resource_type(env, NULL, "tracekit_ring", ring_dtor,
+                                        ERL_NIF_RT_CREATE, NULL);
+    if (ring_type == NULL || tk_thread_init() != 0)
+        return -1;
+    /* Core memory (rings, counter rows) is VM memory: it shows in
+     * erlang:memory(). */
+    tk_mem_alloc = enif_alloc;
+    tk_mem_free = enif_free;
+    tk_clock_init();
+    const char *clk = getenv("TRACEKIT_CLOCK");
+    if (clk != NULL && strcmp(clk, "monotonic") == 0)
+        tk_clock_tsc = 0;
+
+    tk_keymap_init(&tag_index);
+    /* Every tag the VM emits, with the part that is user data. */
+    static const struct { const char *name; payload_part part; } tags[] = {
+        {"send", PART_MSG}, {"send_to_non_existing_process", PART_MSG},
+        {"receive", PART_MSG}, {"call", PART_ARGS},
+        {"return_from", PART_EXTRA}, {"exception_from", PART_EXC},
+        {"return_to", PART_NONE}, {"spawn", PART_SPAWN},
+        {"spawned", PART_SPAWN}, {"exit", PART_MSG}, {"link", PART_NONE},
+        {"unlink", PART_NONE}, {"getting_linked", PART_NONE},
+        {"getting_unlinked", PART_NONE}, {"register", PART_NONE},
+        {"unregister", PART_NONE}, {"in", PART_NONE}, {"out", PART_NONE},
+        {"in_exiting", PART_NONE}, {"out_exiting", PART_NONE},
+        {"out_exited", PART_NONE}, {"gc_major_start", PART_NONE},
+        {"gc_major_end", PART_NONE}, {"gc_minor_start", PART_NONE},
+        {"gc_minor_end", PART_NONE}, {"open", PART_NONE},
+        {"closed", PART_MSG}, {"seq_trace", PART_SEQ},
+    };
+    for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++)
+        add_tag(env, tags[i].name, tags[i].part);
+    return 0;
+}
+
+static void unload(ErlNifEnv *env, void *priv)
+{
+    (void)env;
+    (void)priv;
+    scratch_free_all();
+    tk_thread_fini();
+}
+
+/* ---- new(Size, Policy, Payload, MaxBytes, Tags) ---------------------------
+ * Arguments are checked by tracekit_ring:new/1; here only their types. */
+
+static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    ErlNifUInt64 size, max_bytes;
+    unsigned len;
+    if (!enif_get_uint64(env, argv[0], &size) ||
+        !(argv[1] == am_drop || argv[1] == am_overwrite) ||
+        !enif_get_uint64(env, argv[3], &max_bytes) ||
+        !(argv[4] == am_true || enif_get_list_length(env, argv[4], &len)))
+        return enif_make_badarg(env);
+    payload_mode mode;
+    if (enif_is_identical(argv[2], enif_make_atom(env, "full")))
+        mode = PAYLOAD_FULL;
+    else if (enif_is_identical(argv[2], enif_make_atom(env, "none")))
+        mode = PAYLOAD_NONE;
+    else if (enif_is_identical(argv[2], enif_make_atom(env, "max_bytes")))
+        mode = PAYLOAD_MAX;
+    else
+        return enif_make_badarg(env);
+    tk_ring probe;
+    if (tk_ring_init(&probe, size, TK_RING_DROP) != 0)
+        return enif_make_badarg(env); /* not a power of two in range */
+    tk_ring_destroy(&probe);
+
+    ring_res *r = enif_alloc_resource(ring_type, sizeof *r);
+    if (r == NULL)
+        return enif_raise_exception(env, am_enomem);
+    memset(r, 0, sizeof *r);
+    atomic_fetch_add(&rings_alive, 1); /* the destructor runs from here on */
+    r->size = size;
+    r->policy = argv[1] == am_drop ? TK_RING_DROP : TK_RING_OVERWRITE;
+    r->payload = mode;
+    r->max_bytes = max_bytes > 0 ? max_bytes : 1;
+    /* The room enabled_* asks for: enough for a typical event; a bigger
+     * one that finds no room is dropped (and counted) in trace_*. */
+    size_t maxp = tk_ring_max_payload(&(tk_ring){.size = size});
+    r->reserve = mode == PAYLOAD_NONE ? 64 : 256;
+    if (r->reserve > maxp)
+        r->reserve = maxp;
+    if (argv[4] == am_true) {
+        memset(r->tags, 0xff, sizeof r->tags);
+    } else {
+        ERL_NIF_TERM head, tail = argv[4];
+        while (enif_get_list_cell(env, tail, &head, &tail)) {
+            int i = tk_keymap_find(&tag_index, (uint64_t)head);
+            if (i < 0) {
+                enif_release_resource(r);
+                return enif_make_badarg(env);
+            }
+            r->tags[i >> 6] |= 1ull << (i & 63);
+        }
+    }
+    r->lock = enif_mutex_create("tracekit_ring");
+    if (r->lock == NULL || tk_merge_init(&r->merge, TK_THREAD_SLOTS,
+                                         maxp < SCRATCH_SIZE ? maxp
+                                                             : SCRATCH_SIZE) != 0) {
+        enif_release_resource(r);
+        return enif_raise_exception(env, am_enomem);
+    }
+    ERL_NIF_TERM t = enif_make_resource(env, r);
+    enif_release_resource(r);
+    return enif_make_tuple2(env, am_ok, t);
+}
+
+static ERL_NIF_TERM close_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    ring_res *r = get_ring(env, argv[0]);
+    if (r == NULL)
+        return enif_make_badarg(env);
+    atomic_store_explicit(&r->closed, true, memory_order_release);
+    return am_ok;
+}
+
+static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    ring_res *r = get_ring(env, argv[0]);
+    if (r == NULL)
+        return enif_make_badarg(env);
+    uint64_t written = 0, dropped = 0, overwritten = 0, bytes = 0, filtered = 0;
+    unsigned producers = 0;
+    for (unsigned i = 0; i < TK_THREAD_SLOTS; i++) {
+        filtered += atomic_load_explicit(&r->filtered[i].n, memory_order_relaxed);
+        tk_ring *ring = atomic_load_explicit(&r->producers[i], memory_order_acquire);
+        if (ring == NULL)
+            continue;
+        producers++;
+        written += atomic_load_explicit(&ring->written, memory_order_relaxed);
+        dropped += atomic_load_explicit(&ring->dropped, memory_order_relaxed);
+        overwritten += atomic_load_explicit(&ring->overwritten, memory_order_relaxed);
+        bytes += atomic_load_explicit(&ring->bytes, memory_order_relaxed);
+    }
+    dropped += atomic_load_explicit(&r->lost, memory_order_relaxed);
+    enif_mutex_lock(r->lock);
+    uint64_t drained = r->drained;
+    uint64_t staged = tk_merge_staged(&r->merge);
+    enif_mutex_unlock(r->lock);
+    /* Still to be drained: in the rings (counts read above may be a little
+     * apart from `drained`; never report less than what is staged). */
+    uint64_t gone = drained + overwritten;
+    uint64_t buffered = written > gone ? written - gone : 0;
+    if (buffered < staged)
+        buffered = staged;
+
+    ERL_NIF_TERM keys[] = {am_written, am_dropped, am_overwritten, am_bytes,
+                           am_producers, am_filtered, am_drained, am_buffered,
+                           am_size, am_policy, am_closed};
+    ERL_NIF_TERM vals[] = {
+        enif_make_uint64(env, written), enif_make_uint64(env, dropped),
+        enif_make_uint64(env, overwritten), enif_make_uint64(env, bytes),
+        enif_make_uint(env, producers), enif_make_uint64(env, filtered),
+        enif_make_uint64(env, drained), enif_make_uint64(env, buffered),
+        enif_make_uint64(env, r->size),
+        r->policy == TK_RING_DROP ? am_drop : am_overwrite,
+        atomic_load(&r->closed) ? am_true : am_false};
+    ERL_NIF_TERM map;
+    enif_make_map_from_arrays(env, keys, vals, sizeof keys / sizeof keys[0], &map);
+    return map;
+}
+
+/* drain_chunk(Ring, Max) -> [Event] with at most min(Max, DRAIN_CHUNK). */
+static ERL_NIF_TERM drain_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    ring_res *r = get_ring(env, argv[0]);
+    ErlNifUInt64 max;
+    if (r == NULL || !enif_get_uint64(env, argv[1], &max) || max == 0)
+        return enif_make_badarg(env);
+    if (max > DRAIN_CHUNK)
+        max = DRAIN_CHUNK;
+    ERL_NIF_TERM *evs = enif_alloc(max * sizeof *evs);
+    if (evs == NULL)
+        return enif_raise_exception(env, am_enomem);
+    size_t n = 0;
+    enif_mutex_lock(r->lock);
+    (void)tk_merge_collect(&r->merge, r->producers, max);
+    const void *p;
+    size_t len;
+    uint64_t stamp;
+    while (n < max && tk_merge_next(&r->merge, &p, &len, &stamp))
+        if (dec_event(env, p, len, &evs[n]))
+            n++;
+    r->drained += n;
+    enif_mutex_unlock(r->lock);
+    ERL_NIF_TERM list = enif_make_list_from_array(env, evs, (unsigned)n);
+    enif_free(evs);
+    enif_consume_timeslice(env, (int)(1 + 100 * n / DRAIN_CHUNK));
+    return list;
+}
+
+static ERL_NIF_TERM alive_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    (void)argv;
+    return enif_make_long(env, atomic_load(&rings_alive));
+}
+
+#define CB(cls, name_e, name_t)                                             \
+    {name_e, 3, tk_enabled_##cls, 0}, {name_t, 5, tk_trace_##cls, 0},
+
+static ErlNifFunc funcs[] = {
+    {"new_nif", 5, new_nif, 0},
+    {"close", 1, close_nif, 0},
+    {"stats", 1, stats_nif, 0},
+    {"drain_chunk", 2, drain_nif, 0},
+    {"alive", 0, alive_nif, 0},
+    CB(generic, "enabled", "trace")
+    CB(send, "enabled_send", "trace_send")
+    CB(receive, "enabled_receive", "trace_receive")
+    CB(call, "enabled_call", "trace_call")
+    CB(procs, "enabled_procs", "trace_procs")
+    CB(ports, "enabled_ports", "trace_ports")
+    CB(running_procs, "enabled_running_procs", "trace_running_procs")
+    CB(running_ports, "enabled_running_ports", "trace_running_ports")
+    CB(garbage_collection, "enabled_garbage_collection",
+       "trace_garbage_collection")
+};
+
+ERL_NIF_INIT(tracekit_ring, funcs, load, NULL, NULL, unload)

@@ -1,0 +1,182 @@
+#include "tk_merge.h"
+#include "tk_test.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tk_clock.h"
+
+static _Atomic(tk_ring *) rings[8];
+
+static void rings_init(unsigned n, size_t size, tk_ring_policy p)
+{
+    for (unsigned i = 0; i < 8; i++) {
+        tk_ring *r = NULL;
+        if (i < n) {
+            r = malloc(sizeof *r);
+            if (r == NULL || tk_ring_init(r, size, p) != 0)
+                abort();
+        }
+        atomic_store(&rings[i], r);
+    }
+}
+
+static void rings_free(void)
+{
+    for (unsigned i = 0; i < 8; i++) {
+        tk_ring *r = atomic_load(&rings[i]);
+        if (r != NULL) {
+            tk_ring_destroy(r);
+            free(r);
+        }
+        atomic_store(&rings[i], NULL);
+    }
+}
+
+TK_TEST(merge_orders_by_stamp_and_keeps_ring_order)
+{
+    tk_merge m;
+    rings_init(3, 4096, TK_RING_DROP);
+    TK_REQUIRE(tk_merge_init(&m, 8, 1024) == 0);
+    uint64_t stamps[3][4] = {{1, 4, 7, 10}, {2, 5, 8, 11}, {3, 6, 9, 12}};
+    for (int r = 0; r < 3; r++)
+        for (int i = 0; i < 4; i++)
+            tk_ring_push(atomic_load(&rings[r]), stamps[r][i], &stamps[r][i],
+                         8);
+    TK_REQUIRE(tk_merge_collect(&m, rings, 0) == 0);
+    TK_CHECK_EQ(tk_merge_staged(&m), 12);
+    const void *p;
+    size_t len;
+    uint64_t st;
+    for (uint64_t want = 1; want <= 12; want++) {
+        TK_REQUIRE(tk_merge_next(&m, &p, &len, &st));
+        uint64_t v;
+        memcpy(&v, p, 8);
+        TK_CHECK_EQ(st, want);
+        TK_CHECK_EQ(v, want);
+    }
+    TK_CHECK_EQ(tk_merge_next(&m, &p, &len, &st), 0);
+    tk_merge_destroy(&m);
+    rings_free();
+}
+
+TK_TEST(merge_limit_per_ring_still_progresses)
+{
+    tk_merge m;
+    rings_init(2, 65536, TK_RING_DROP);
+    TK_REQUIRE(tk_merge_init(&m, 8, 1024) == 0);
+    for (uint64_t s = 1; s <= 200; s++)
+        tk_ring_push(atomic_load(&rings[s % 2]), s, &s, 8);
+    uint64_t want = 1;
+    const void *p;
+    size_t len;
+    uint64_t st;
+    for (int round = 0; round < 100 && want <= 200; round++) {
+        TK_REQUIRE(tk_merge_collect(&m, rings, 10) == 0);
+        TK_CHECK(tk_merge_staged(&m) <= 20);
+        while (tk_merge_next(&m, &p, &len, &st)) {
+            TK_CHECK_EQ(st, want);
+            want++;
+        }
+    }
+    TK_CHECK_EQ(want, 201);
+    tk_merge_destroy(&m);
+    rings_free();
+}
+
+/* ---- tracees moving between producer threads ---------------------------
+ * TRACEES tokens are shared by PRODUCERS threads. A thread takes a free
+ * token (compare-and-swap, acquire), pushes a record {token, seq} into its
+ * own ring, and frees the token (release): the next holder may be another
+ * thread, the same shape as a process migrating between schedulers. The
+ * consumer must see each token's records in seq order with nothing lost
+ * (drop mode, and a producer whose ring is full retries). */
+#define PRODUCERS 4
+#define TRACEES 16
+
+static atomic_int holder[TRACEES]; /* 0 free, else producer + 1 */
+static long next_seq[TRACEES];     /* guarded by holding the token */
+static long per_tracee;
+static atomic_int tracees_done;
+
+static void *mig_producer(void *arg)
+{
+    unsigned me = (unsigned)(uintptr_t)arg;
+    tk_ring *r = atomic_load(&rings[me]);
+    unsigned long rnd = me * 7919u + 1;
+    while (atomic_load(&tracees_done) < TRACEES) {
+        rnd = rnd * 6364136223846793005ul + 1442695040888963407ul;
+        unsigned tok = (unsigned)(rnd >> 33) % TRACEES;
+        int free_ = 0;
+        if (!atomic_compare_exchange_strong_explicit(
+                &holder[tok], &free_, (int)me + 1, memory_order_acquire,
+                memory_order_relaxed))
+            continue;
+        long seq = next_seq[tok];
+        if (seq < per_tracee) {
+            uint64_t rec[2] = {(uint64_t)tok, (uint64_t)seq};
+            while (tk_ring_push(r, tk_clock_stamp(), rec, sizeof rec) != 0)
+                ; /* full: wait for the consumer */
+            next_seq[tok] = seq + 1;
+            if (seq + 1 == per_tracee)
+                atomic_fetch_add(&tracees_done, 1);
+        }
+        atomic_store_explicit(&holder[tok], 0, memory_order_release);
+    }
+    return NULL;
+}
+
+TK_TEST_THREADED(merge_keeps_migrating_tracees_in_order)
+{
+    tk_clock_init();
+    rings_init(PRODUCERS, 16384, TK_RING_DROP);
+    static tk_merge m;
+    TK_REQUIRE(tk_merge_init(&m, 8, 1024) == 0);
+    per_tracee = tk_test_iters(3000, 20);
+    atomic_store(&tracees_done, 0);
+    for (int t = 0; t < TRACEES; t++) {
+        atomic_store(&holder[t], 0);
+        next_seq[t] = 0;
+    }
+    pthread_t th[PRODUCERS];
+    for (int i = 0; i < PRODUCERS; i++)
+        pthread_create(&th[i], NULL, mig_producer, (void *)(uintptr_t)i);
+    long seen[TRACEES];
+    for (int t = 0; t < TRACEES; t++)
+        seen[t] = 0;
+    long total = 0, bad = 0;
+    uint64_t last_stamp = 0;
+    const void *p;
+    size_t len;
+    uint64_t st;
+    while (total < (long)TRACEES * per_tracee) {
+        TK_REQUIRE(tk_merge_collect(&m, rings, 0) == 0);
+        while (tk_merge_next(&m, &p, &len, &st)) {
+            uint64_t rec[2];
+            memcpy(rec, p, sizeof rec);
+            if (rec[0] >= TRACEES || (long)rec[1] != seen[rec[0]]) {
+                if (bad++ < 5)
+                    printf("    tok %lu seq %lu expected %ld stamp %lu last %lu\n",
+                           (unsigned long)rec[0], (unsigned long)rec[1],
+                           rec[0] < TRACEES ? seen[rec[0]] : -1L,
+                           (unsigned long)st, (unsigned long)last_stamp);
+                if (rec[0] < TRACEES)
+                    seen[rec[0]] = (long)rec[1] + 1;
+            } else
+                seen[rec[0]]++;
+            last_stamp = st;
+            total++;
+        }
+    }
+    for (int i = 0; i < PRODUCERS; i++)
+        pthread_join(th[i], NULL);
+    TK_CHECK_EQ(bad, 0);
+    for (int t = 0; t < TRACEES; t++)
+        TK_CHECK_EQ(seen[t], per_tracee);
+    TK_REQUIRE(tk_merge_collect(&m, rings, 0) == 0);
+    TK_CHECK_EQ(tk_merge_next(&m, &p, &len, &st), 0);
+    tk_merge_destroy(&m);
+    rings_free();
+}

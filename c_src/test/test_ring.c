@@ -1,0 +1,229 @@
+#include "tk_ring.h"
+#include "tk_test.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Payload of record `seq`: its length and bytes derive from seq, so a
+ * consumer can check any record it gets. */
+static size_t pay_len(uint64_t seq, size_t max)
+{
+    return (size_t)(8 + (seq * 2654435761u) % (max - 8));
+}
+
+static void pay_fill(unsigned char *p, uint64_t seq, size_t len)
+{
+    memcpy(p, &seq, 8);
+    for (size_t i = 8; i < len; i++)
+        p[i] = (unsigned char)(seq + i);
+}
+
+static int pay_ok(const unsigned char *p, size_t len, uint64_t *seq)
+{
+    if (len < 8)
+        return 0;
+    memcpy(seq, p, 8);
+    for (size_t i = 8; i < len; i++)
+        if (p[i] != (unsigned char)(*seq + i))
+            return 0;
+    return 1;
+}
+
+TK_TEST(ring_rejects_bad_sizes)
+{
+    tk_ring r;
+    TK_CHECK_EQ(tk_ring_init(&r, 1000, TK_RING_DROP), -1);
+    TK_CHECK_EQ(tk_ring_init(&r, 2048, TK_RING_DROP), -1);
+    TK_CHECK_EQ(tk_ring_init(&r, 4096 + 8, TK_RING_DROP), -1);
+    TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
+    TK_CHECK_EQ(tk_ring_max_payload(&r), 1024 - TK_RING_HEADER);
+    tk_ring_destroy(&r);
+}
+
+TK_TEST(ring_empty_pop)
+{
+    tk_ring r;
+    unsigned char buf[4096];
+    tk_ring_rec rec;
+    TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
+    TK_CHECK_EQ(tk_ring_pop(&r, tk_ring_head(&r), buf, sizeof buf, &rec), 0);
+    TK_CHECK_EQ(tk_ring_used(&r), 0);
+    tk_ring_destroy(&r);
+}
+
+TK_TEST(ring_records_of_varied_size_round_trip)
+{
+    tk_ring r;
+    unsigned char in[1024], out[1024];
+    tk_ring_rec rec;
+    TK_REQUIRE(tk_ring_init(&r, 8192, TK_RING_DROP) == 0);
+    /* Sizes 0..23 cover every padding case. */
+    for (uint64_t n = 0; n < 24; n++) {
+        for (size_t i = 0; i < n; i++)
+            in[i] = (unsigned char)(n * 31 + i);
+        TK_REQUIRE(tk_ring_push(&r, 100 + n, in, n) == 0);
+    }
+    for (uint64_t n = 0; n < 24; n++) {
+        TK_REQUIRE(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
+        TK_CHECK_EQ(rec.len, n);
+        TK_CHECK_EQ(rec.stamp, 100 + n);
+        for (size_t i = 0; i < n; i++)
+            TK_CHECK_EQ(out[i], (unsigned char)(n * 31 + i));
+    }
+    TK_CHECK_EQ(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec), 0);
+    TK_CHECK_EQ(atomic_load(&r.written), 24);
+    tk_ring_destroy(&r);
+}
+
+TK_TEST(ring_wraps_around)
+{
+    tk_ring r;
+    unsigned char in[2048], out[2048];
+    tk_ring_rec rec;
+    TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
+    size_t max = tk_ring_max_payload(&r);
+    /* Many laps of the ring with records that straddle its end. */
+    for (uint64_t seq = 0; seq < 5000; seq++) {
+        size_t len = pay_len(seq, max);
+        pay_fill(in, seq, len);
+        TK_REQUIRE(tk_ring_push(&r, seq, in, len) == 0);
+        TK_REQUIRE(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
+        uint64_t got;
+        TK_REQUIRE(pay_ok(out, rec.len, &got));
+        TK_CHECK_EQ(got, seq);
+        TK_CHECK_EQ(rec.len, len);
+    }
+    TK_CHECK(atomic_load(&r.head) > 100 * 4096);
+    tk_ring_destroy(&r);
+}
+
+TK_TEST(ring_full_drops_and_counts)
+{
+    tk_ring r;
+    unsigned char in[64] = {0}, out[1024];
+    tk_ring_rec rec;
+    TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
+    /* 48-byte payload + 16 header = 64 bytes: 64 records fill 4096. */
+    int accepted = 0;
+    for (int i = 0; i < 100; i++)
+        accepted += tk_ring_push(&r, (uint64_t)i, in, 48) == 0;
+    TK_CHECK_EQ(accepted, 64);
+    TK_CHECK_EQ(atomic_load(&r.dropped), 36);
+    TK_CHECK_EQ(atomic_load(&r.written), 64);
+    TK_CHECK(!tk_ring_fits(&r, 1));
+    tk_ring_count_drop(&r);
+    TK_CHECK_EQ(atomic_load(&r.dropped), 37);
+    /* The oldest are kept: record 0 comes out first. */
+    TK_REQUIRE(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
+    TK_CHECK_EQ(rec.stamp, 0);
+    TK_CHECK(tk_ring_fits(&r, 48));
+    TK_CHECK(!tk_ring_fits(&r, 49));
+    /* Too large for any ring of this size: refused and counted. */
+    TK_CHECK_EQ(tk_ring_push(&r, 0, in, tk_ring_max_payload(&r) + 1), -1);
+    TK_CHECK_EQ(atomic_load(&r.dropped), 38);
+    tk_ring_destroy(&r);
+}
+
+TK_TEST(ring_overwrite_keeps_newest)
+{
+    tk_ring r;
+    unsigned char in[64] = {0}, out[1024];
+    tk_ring_rec rec;
+    TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_OVERWRITE) == 0);
+    for (int i = 0; i < 100; i++)
+        TK_REQUIRE(tk_ring_push(&r, (uint64_t)i, in, 48) == 0);
+    TK_CHECK_EQ(atomic_load(&r.written), 100);
+    TK_CHECK_EQ(atomic_load(&r.overwritten), 36);
+    TK_CHECK_EQ(atomic_load(&r.dropped), 0);
+    TK_CHECK(tk_ring_fits(&r, 500));
+    for (int i = 36; i < 100; i++) {
+        TK_REQUIRE(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
+        TK_CHECK_EQ(rec.stamp, (uint64_t)i);
+    }
+    TK_CHECK_EQ(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec), 0);
+    tk_ring_destroy(&r);
+}
+
+TK_TEST(ring_stamps_never_decrease)
+{
+    tk_ring r;
+    unsigned char out[64];
+    tk_ring_rec rec;
+    TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
+    TK_REQUIRE(tk_ring_push(&r, 50, "a", 1) == 0);
+    TK_REQUIRE(tk_ring_push(&r, 40, "b", 1) == 0);
+    TK_REQUIRE(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
+    TK_REQUIRE(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
+    TK_CHECK_EQ(rec.stamp, 50);
+    tk_ring_destroy(&r);
+}
+
+/* ---- one producer, one consumer, on two threads ------------------------ */
+
+struct spsc {
+    tk_ring ring;
+    long n;
+    atomic_int done;
+    long bad;
+};
+
+static void *spsc_producer(void *arg)
+{
+    struct spsc *s = arg;
+    unsigned char buf[2048];
+    size_t max = tk_ring_max_payload(&s->ring);
+    for (uint64_t seq = 0; seq < (uint64_t)s->n; seq++) {
+        size_t len = pay_len(seq, max < 300 ? max : 300);
+        pay_fill(buf, seq, len);
+        (void)tk_ring_push(&s->ring, seq, buf, len);
+    }
+    atomic_store_explicit(&s->done, 1, memory_order_release);
+    return NULL;
+}
+
+static void spsc_run(tk_ring_policy policy)
+{
+    static struct spsc s;
+    unsigned char out[2048];
+    tk_ring_rec rec;
+    pthread_t th;
+    TK_REQUIRE(tk_ring_init(&s.ring, 8192, policy) == 0);
+    s.n = tk_test_iters(200000, 25);
+    atomic_store(&s.done, 0);
+    pthread_create(&th, NULL, spsc_producer, &s);
+    uint64_t popped = 0, prev = 0;
+    int first = 1, ok = 1;
+    for (;;) {
+        int done = atomic_load_explicit(&s.done, memory_order_acquire);
+        while (tk_ring_pop(&s.ring, tk_ring_head(&s.ring), out, sizeof out,
+                           &rec)) {
+            uint64_t seq = 0;
+            if (!pay_ok(out, rec.len, &seq) || seq != rec.stamp ||
+                (!first && seq <= prev))
+                ok = 0;
+            /* Drop keeps the oldest: no gap is possible before a drop, and
+             * after it only newer records. Either way order holds. */
+            prev = seq;
+            first = 0;
+            popped++;
+        }
+        if (done)
+            break;
+    }
+    pthread_join(th, NULL);
+    TK_CHECK(ok);
+    uint64_t written = atomic_load(&s.ring.written);
+    if (policy == TK_RING_DROP) {
+        TK_CHECK_EQ(written + atomic_load(&s.ring.dropped), (uint64_t)s.n);
+        TK_CHECK_EQ(popped, written);
+    } else {
+        TK_CHECK_EQ(written, (uint64_t)s.n);
+        TK_CHECK_EQ(popped + atomic_load(&s.ring.overwritten), written);
+        TK_CHECK_EQ(prev, (uint64_t)s.n - 1); /* the newest survives */
+    }
+    tk_ring_destroy(&s.ring);
+}
+
+TK_TEST_THREADED(ring_spsc_drop_stress) { spsc_run(TK_RING_DROP); }
+TK_TEST_THREADED(ring_spsc_overwrite_stress) { spsc_run(TK_RING_OVERWRITE); }
