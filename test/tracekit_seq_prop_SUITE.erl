@@ -33,7 +33,8 @@ init_per_suite(Config) ->
     %% Modules the workers call are loaded now: loading one later would
     %% send messages to the code server with a worker's token.
     [{module, _} = code:ensure_loaded(M)
-     || M <- [seq_trace, tracekit_model, tk_seq_refuse, tk_collector,
+     || M <- [seq_trace, tracekit_model, tracekit_ring, tk_seq_refuse,
+              tk_collector,
               proper, ?MODULE]],
     [{old_tracer, seq_trace:get_system_tracer()} | Config].
 
@@ -51,7 +52,17 @@ end_per_testcase(_, _Config) ->
 
 %% The system tracer that collects the VM's events, as a parameter of the
 %% property: {Name, Start, Drain, Stop}, Start() -> {TracerTerm, State}.
-backend() ->
+%% The property runs with a tracekit_ring; OTP's process tracer (a
+%% collecting process) is the reference the known scenarios also use.
+backend(ring) ->
+    {ring,
+     fun() ->
+             {ok, R} = tracekit_ring:new(#{size => 65536}),
+             {{tracekit_ring, R}, R}
+     end,
+     fun(R) -> tracekit_ring:drain(R) end,
+     fun(R) -> tracekit_ring:close(R) end};
+backend(collector) ->
     {collector,
      fun() -> C = tk_collector:start(), {C, C} end,
      fun(C) -> tk_collector:events(C) end,
@@ -60,7 +71,7 @@ backend() ->
 %%% ---- test cases ----------------------------------------------------------
 
 model_matches_vm(_Config) ->
-    Backend = backend(),
+    Backend = backend(ring),
     NumTests = case os:getenv("TK_SEQ_PROP_NUMTESTS") of
                    false -> ?NUMTESTS;
                    V -> list_to_integer(V)
@@ -90,7 +101,6 @@ model_matches_vm(_Config) ->
 
 %% Hand-written scenarios for the behaviours the property must reach.
 known_scenarios(_Config) ->
-    Backend = backend(),
     Scenarios =
         [%% token_set_get, then a message with every flag
          {2, accept, [], [{set_label, 0, 17}, {set_flag, 0, send, true},
@@ -111,7 +121,7 @@ known_scenarios(_Config) ->
          {2, none, [], [{set_serial, 0, 576460752303423487, 576460752303423487},
                     {send, 0, 1}, {recv, 1, 0}, {reset},
                     {set_label, 1, 2}]}],
-    [ok = run(S, Backend) || S <- Scenarios],
+    [ok = run(S, backend(B)) || B <- [ring, collector], S <- Scenarios],
     ok.
 
 stats() ->

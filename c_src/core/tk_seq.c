@@ -3,8 +3,9 @@
  * instruction of the emulator, as observed on OTP 27 and 29). */
 #include "tk_seq.h"
 
-#include <stdlib.h>
 #include <string.h>
+
+#include "tk_mem.h"
 
 #define SMALL_BITS 60
 #define SMALL_MASK ((UINT64_C(1) << SMALL_BITS) - 1)
@@ -88,7 +89,7 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
     size_t ncap = *cap ? *cap * 2 : 8;
     while (ncap < need)
         ncap *= 2;
-    void *n = realloc(*arr, ncap * elem);
+    void *n = tk_mem_realloc(*arr, *cap * elem, ncap * elem);
     if (n == NULL)
         return -1;
     *arr = n;
@@ -96,9 +97,15 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+static void release(void *p)
+{
+    if (p != NULL)
+        tk_mem_free(p);
+}
+
 tk_seq_world *tk_seq_world_new(tk_seq_tracer tracer)
 {
-    tk_seq_world *w = calloc(1, sizeof *w);
+    tk_seq_world *w = tk_mem_zalloc(sizeof *w);
     if (w != NULL)
         w->tracer = tracer;
     return w;
@@ -109,11 +116,11 @@ void tk_seq_world_free(tk_seq_world *w)
     if (w == NULL)
         return;
     for (size_t i = 0; i < w->nprocs; i++)
-        free(w->procs[i].links);
-    free(w->procs);
-    free(w->msgs);
-    free(w->events);
-    free(w);
+        release(w->procs[i].links);
+    release(w->procs);
+    release(w->msgs);
+    release(w->events);
+    tk_mem_free(w);
 }
 
 void tk_seq_set_tracer(tk_seq_world *w, tk_seq_tracer tracer)

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tk_mem.h"
+
 /* Edges are kept as a list per source node (singly linked in arrays). */
 typedef struct {
     const tk_seqorder_event *ev;
@@ -16,17 +18,24 @@ typedef struct {
     size_t *indeg;
 } graph;
 
+static void release(void *p)
+{
+    if (p != NULL)
+        tk_mem_free(p);
+}
+
 static int add_edge(graph *g, size_t a, size_t b)
 {
     if (a == b)
         return 0;
     if (g->nedges == g->capedges) {
         size_t cap = g->capedges ? g->capedges * 2 : 64;
-        size_t *t = realloc(g->edge_to, cap * sizeof *t);
+        size_t old = g->capedges * sizeof(size_t);
+        size_t *t = tk_mem_realloc(g->edge_to, old, cap * sizeof *t);
         if (t == NULL)
             return -1;
         g->edge_to = t;
-        t = realloc(g->edge_next, cap * sizeof *t);
+        t = tk_mem_realloc(g->edge_next, old, cap * sizeof *t);
         if (t == NULL)
             return -1;
         g->edge_next = t;
@@ -266,28 +275,28 @@ typedef struct {
 
 static void procs_free(procs *p)
 {
-    free(p->idx);
-    free(p->adv);
-    free(p->recv);
-    free(p->runs);
-    free(p->proc_first);
-    free(p->adv_first);
-    free(p->recv_first);
-    free(p->run_first);
+    release(p->idx);
+    release(p->adv);
+    release(p->recv);
+    release(p->runs);
+    release(p->proc_first);
+    release(p->adv_first);
+    release(p->recv_first);
+    release(p->run_first);
 }
 
 static int procs_build(procs *p, const tk_seqorder_event *ev, size_t n,
                        size_t *tmp)
 {
     size_t m = n ? n + 1 : 2;
-    p->idx = malloc(m * sizeof(size_t));
-    p->adv = malloc(m * sizeof(size_t));
-    p->recv = malloc(m * sizeof(size_t));
-    p->runs = malloc(m * sizeof(run_start));
-    p->proc_first = malloc(m * sizeof(size_t));
-    p->adv_first = malloc(m * sizeof(size_t));
-    p->recv_first = malloc(m * sizeof(size_t));
-    p->run_first = malloc(m * sizeof(size_t));
+    p->idx = tk_mem_alloc(m * sizeof(size_t));
+    p->adv = tk_mem_alloc(m * sizeof(size_t));
+    p->recv = tk_mem_alloc(m * sizeof(size_t));
+    p->runs = tk_mem_alloc(m * sizeof(run_start));
+    p->proc_first = tk_mem_alloc(m * sizeof(size_t));
+    p->adv_first = tk_mem_alloc(m * sizeof(size_t));
+    p->recv_first = tk_mem_alloc(m * sizeof(size_t));
+    p->run_first = tk_mem_alloc(m * sizeof(size_t));
     if (!p->idx || !p->adv || !p->recv || !p->runs || !p->proc_first ||
         !p->adv_first || !p->recv_first || !p->run_first)
         return -1;
@@ -437,13 +446,13 @@ int tk_seqorder(const tk_seqorder_event *ev, size_t n, size_t *order,
     size_t m = n ? n : 1;
     graph g = {.ev = ev, .n = n};
     procs p = {0};
-    size_t *tmp = malloc(m * sizeof *tmp);
-    size_t *byprio = malloc(m * sizeof *byprio);
-    size_t *rank = calloc(m, sizeof *rank);
-    bool *done = malloc(m * sizeof *done);
-    heap h = {.a = malloc(m * sizeof(size_t)), .ev = ev};
-    g.head = malloc(m * sizeof *g.head);
-    g.indeg = malloc(m * sizeof *g.indeg);
+    size_t *tmp = tk_mem_alloc(m * sizeof *tmp);
+    size_t *byprio = tk_mem_alloc(m * sizeof *byprio);
+    size_t *rank = tk_mem_zalloc(m * sizeof *rank);
+    bool *done = tk_mem_alloc(m * sizeof *done);
+    heap h = {.a = tk_mem_alloc(m * sizeof(size_t)), .ev = ev};
+    g.head = tk_mem_alloc(m * sizeof *g.head);
+    g.indeg = tk_mem_alloc(m * sizeof *g.indeg);
     if (!tmp || !byprio || !rank || !done || !h.a || !g.head || !g.indeg)
         goto out;
 
@@ -471,14 +480,14 @@ int tk_seqorder(const tk_seqorder_event *ev, size_t n, size_t *order,
     rc = 0;
 out:
     procs_free(&p);
-    free(tmp);
-    free(byprio);
-    free(rank);
-    free(done);
-    free(h.a);
-    free(g.head);
-    free(g.indeg);
-    free(g.edge_to);
-    free(g.edge_next);
+    release(tmp);
+    release(byprio);
+    release(rank);
+    release(done);
+    release(h.a);
+    release(g.head);
+    release(g.indeg);
+    release(g.edge_to);
+    release(g.edge_next);
     return rc;
 }

@@ -6,6 +6,7 @@
  * processes a test runs for real), labels (interned by exact equality,
  * label 0 is the integer 0) and message contents. */
 #include "model_nif.h"
+#include "tk_mem.h"
 #include "tk_seq.h"
 #include "tk_seqorder.h"
 
@@ -47,6 +48,9 @@ static void world_dtor(ErlNifEnv *env, void *obj)
 
 int tk_model_seq_load(ErlNifEnv *env)
 {
+    /* The core's memory comes from the VM, as in the other libraries. */
+    tk_mem_alloc = enif_alloc;
+    tk_mem_free = enif_free;
     world_type = enif_open_resource_type(env, NULL, "tk_seq_world", world_dtor,
                                          ERL_NIF_RT_CREATE, NULL);
     if (world_type == NULL)
