@@ -69,6 +69,11 @@ follow(Fun) ->
 %% (which is then raised again). The flow's serials start from {0, 0};
 %% afterwards the caller's counters are those of its old token, if it had
 %% one.
+%%
+%% With the `ring' tracer, once the ring is full it refuses further events
+%% and the VM then stops advancing the serials of the flow (a system seq
+%% tracer that declines an event holds the serial back): a flow larger
+%% than the ring shows its first events only.
 -spec follow(fun(() -> Result), follow_opts()) -> {Result, [event()]}.
 follow(Fun, Opts) when is_function(Fun, 0), is_map(Opts) ->
     Flags = maps:get(flags, Opts, [send, 'receive', print]),
@@ -84,7 +89,7 @@ follow(Fun, Opts) when is_function(Fun, 0), is_map(Opts) ->
     try
         _ = seq_trace:set_token(label, Label),
         _ = seq_trace:set_token(serial, {0, 0}),
-        [_ = seq_trace:set_token(F, true) || F <- Flags],
+        lists:foreach(fun(F) -> _ = seq_trace:set_token(F, true) end, Flags),
         Result = Fun(),
         _ = seq_trace:set_token([]),
         timer:sleep(Settle),
@@ -114,9 +119,9 @@ check_opts(Flags, Settle, Tracer, Keys) ->
 %% {TracerTerm, Collect, Close}: a system seq tracer, a function returning
 %% what it got so far, and one taking it down.
 start_tracer(ring) ->
-    Ring = tracekit_ring,
-    {ok, R} = Ring:new(#{}),
-    {{Ring, R}, fun() -> Ring:drain(R) end, fun() -> Ring:close(R) end};
+    {ok, R} = tracekit_ring:new(#{}),
+    {{tracekit_ring, R}, fun() -> tracekit_ring:drain(R) end,
+     fun() -> tracekit_ring:close(R) end};
 start_tracer(process) ->
     Pid = spawn(fun() -> collect([]) end),
     {Pid,
@@ -213,8 +218,11 @@ is_spawn_reply(_) -> false.
 %% `sequenceDiagram' or a plain-text chart. Each transfer is one arrow, at
 %% its send (or its receive when the send is missing); a send nobody
 %% received ends in a cross; prints are notes. Processes are named by
-%% their registered name where they have one (on their own node), else by
-%% their pid; messages are shortened to one line.
+%% the name they are registered under now, if any (`Name@NodeName' for a
+%% process of another node), else by their pid; other senders and
+%% receivers (node names, `{Name, Node}') as they print. Messages are
+%% shortened to one line of at most 40 characters (and, in the text chart,
+%% to the room between two lifelines).
 -spec diagram([event()] | [step()], mermaid | text) -> iolist().
 diagram(Events, Format) when is_list(Events),
                              (Format =:= mermaid orelse Format =:= text) ->
@@ -232,21 +240,27 @@ diagram(Events, Format) when is_list(Events),
 diagram(Events, Format) ->
     error(badarg, [Events, Format]).
 
-%% {arrow, From, To, Text, Received} | {note, Who, Text}, in order.
+%% {arrow, From, To, Text, Received} | {note, Who, Text}, in order. A
+%% received message goes to the receiver its receive names: a send to a
+%% registered name on another node names `{Name, Node}', the receive the
+%% pid.
 items(Steps) ->
-    Indexed = enumerate(Steps),
+    ByPos = list_to_tuple(Steps),
     lists:filtermap(
-      fun({_, #{kind := print, from := From, msg := Info}}) ->
+      fun(#{kind := print, from := From, msg := Info}) ->
               {true, {note, From, short(Info)}};
-         ({_, #{kind := send, from := From, to := To, msg := Msg,
-                match := Match}}) ->
-              {true, {arrow, From, To, msg_text(Msg), Match =/= none}};
-         ({_, #{kind := 'receive', from := From, to := To, msg := Msg,
-                match := none}}) ->
+         (#{kind := send, from := From, to := To, msg := Msg,
+            match := none}) ->
+              {true, {arrow, From, To, msg_text(Msg), false}};
+         (#{kind := send, from := From, msg := Msg, match := Match}) ->
+              #{to := To} = element(Match, ByPos),
+              {true, {arrow, From, To, msg_text(Msg), true}};
+         (#{kind := 'receive', from := From, to := To, msg := Msg,
+            match := none}) ->
               {true, {arrow, From, To, msg_text(Msg), true}};
          (_) ->
               false
-      end, Indexed).
+      end, Steps).
 
 msg_text(Msg) when is_tuple(Msg), tuple_size(Msg) > 0,
                    element(1, Msg) =:= spawn_request ->
@@ -284,8 +298,8 @@ name(Pid) when is_pid(Pid) ->
     case registered_name(Pid) of
         {ok, Name} when node(Pid) =:= node() -> atom_to_list(Name);
         {ok, Name} ->
-            [Host | _] = string:split(atom_to_list(node(Pid)), "@"),
-            atom_to_list(Name) ++ "@" ++ Host;
+            [NodeName | _] = string:split(atom_to_list(node(Pid)), "@"),
+            atom_to_list(Name) ++ "@" ++ NodeName;
         none -> pid_to_list(Pid)
     end;
 name(Other) ->
