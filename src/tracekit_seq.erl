@@ -2,13 +2,15 @@
 %% events in causal order, draw them.
 %%
 %% ```
-%% 1> {Reply, Events} = tracekit_seq:follow(fun() -> gen_server:call(my_server, ping) end).
-%% 2> tracekit_seq:order(Events).
-%% 3> io:put_chars(tracekit_seq:diagram(Events, text)).
-%%   <0.90.0>         my_server
-%%       |                |
-%%       |--{'$gen_ca...->|
-%%       |<-{#Ref<0.1...--|
+%% 1> {pong, Events} = tracekit_seq:follow(fun() -> gen_server:call(my_server, ping) end).
+%% 2> io:put_chars(tracekit_seq:diagram(Events, text)).
+%%            <0.10.0>                      my_server
+%%                |                             |
+%%                |--{'$gen_call',{<0.10.0>...->|
+%%                |<-{[alias|#Ref<0.0.1283....--|
+%% 3> tracekit_seq:order(Events).
+%% [#{kind => send,serial => {0,1},from => <0.10.0>,to => <0.90.0>,match => 2,...},
+%%  #{kind => 'receive',serial => {0,1},...}, ...]
 %% '''
 %%
 %% {@link follow/2} runs a function with a fresh seq_trace label and

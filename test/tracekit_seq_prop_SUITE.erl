@@ -1,6 +1,6 @@
 %% The seq_trace model mirrored against the VM: PropEr generates scenarios
 %% (a few processes, each step one of set_token / get_token / send /
-%% receive / print / spawn / exit / reset_trace), each runs for real on the
+%% receive / print / spawn / link / exit / reset_trace), each runs for real on the
 %% VM and on the model (tracekit_model:seq_*), and after every step the
 %% return values and the tokens of every live process must be the same;
 %% at the end, so must the seq_trace events the system tracer got.
@@ -34,8 +34,7 @@ init_per_suite(Config) ->
     %% send messages to the code server with a worker's token.
     [{module, _} = code:ensure_loaded(M)
      || M <- [seq_trace, tracekit_model, tracekit_ring, tk_seq_refuse,
-              tk_collector,
-              proper, ?MODULE]],
+              tk_collector, proper, ?MODULE]],
     [{old_tracer, seq_trace:get_system_tracer()} | Config].
 
 end_per_suite(Config) ->
@@ -51,17 +50,23 @@ end_per_testcase(_, _Config) ->
     ok.
 
 %% The system tracer that collects the VM's events, as a parameter of the
-%% property: {Name, Start, Drain, Stop}, Start() -> {TracerTerm, State}.
-%% The property runs with a tracekit_ring; OTP's process tracer (a
-%% collecting process) is the reference the known scenarios also use.
+%% property: {Name, Start, Collect, Stop}, Start() -> {TracerTerm, State},
+%% Collect(State) -> every event so far. The property runs with a
+%% tracekit_ring; OTP's process tracer (a collecting process) is the
+%% reference the known scenarios also use.
 backend(ring) ->
     {ring,
      fun() ->
              {ok, R} = tracekit_ring:new(#{size => 65536}),
              {{tracekit_ring, R}, R}
      end,
-     fun(R) -> tracekit_ring:drain(R) end,
-     fun(R) -> tracekit_ring:close(R) end};
+     %% drain/1 hands each event out once: keep what was drained.
+     fun(R) ->
+             Es = get(tk_seq_drained) ++ tracekit_ring:drain(R),
+             put(tk_seq_drained, Es),
+             Es
+     end,
+     fun(R) -> erase(tk_seq_drained), tracekit_ring:close(R) end};
 backend(collector) ->
     {collector,
      fun() -> C = tk_collector:start(), {C, C} end,
@@ -99,29 +104,40 @@ model_matches_vm(_Config) ->
             ct:fail({quickcheck, Other})
     end.
 
-%% Hand-written scenarios for the behaviours the property must reach.
+%% Hand-written scenarios for the behaviours the property must reach, each
+%% with the number of events it makes, on the ring and on OTP's process
+%% tracer.
 known_scenarios(_Config) ->
     Scenarios =
-        [%% token_set_get, then a message with every flag
-         {2, accept, [], [{set_label, 0, 17}, {set_flag, 0, send, true},
-                      {set_flag, 0, 'receive', true},
-                      {set_flag, 0, print, true}, {set_serial, 0, 3, 5},
-                      {send, 0, 1}, {recv, 1, 0}, {print, 1, hi}]},
-         %% spawn with a token, then the parent's counters
-         {1, accept, [], [{set_flag, 0, send, true}, {spawn, 0, true},
-                      {send, 0, 0}, {recv, 0, 0}, {set_token_nil, 0},
-                      {set_label, 0, 1}]},
-         %% a linked process dies with a token
-         {1, accept, [], [{spawn, 0, true}, {set_flag, 1, send, true},
-                      {exit, 1, boom}, {recv, 0, 0}]},
+        [%% token_set_get, then a message with every flag: send, receive,
+         %% and a print by the receiver, which now has the token
+         {{2, accept, [],
+           [{set_label, 0, 17}, {set_flag, 0, send, true},
+            {set_flag, 0, 'receive', true}, {set_flag, 0, print, true},
+            {set_serial, 0, 3, 5}, {send, 0, 1}, {recv, 1, 0},
+            {print, 1, hi}]}, 3},
+         %% spawn with a token (request and reply sent), a message to
+         %% itself, then the parent's counters show in a new token
+         {{1, accept, [],
+           [{set_flag, 0, send, true}, {spawn, 0, true}, {send, 0, 0},
+            {recv, 0, 0}, {set_token_nil, 0}, {set_label, 0, 1}]}, 3},
+         %% a linked process dies with a token: its 'EXIT'
+         {{1, accept, [],
+           [{spawn, 0, true}, {set_flag, 1, send, true}, {exit, 1, boom},
+            {recv, 0, 0}]}, 1},
          %% a refusing tracer stops the serials
-         {2, refuse, [], [{set_flag, 0, send, true}, {send, 0, 1},
-                      {print, 0, x}]},
-         %% serial wrap and reset
-         {2, none, [], [{set_serial, 0, 576460752303423487, 576460752303423487},
-                    {send, 0, 1}, {recv, 1, 0}, {reset},
-                    {set_label, 1, 2}]}],
-    [ok = run(S, backend(B)) || B <- [ring, collector], S <- Scenarios],
+         {{2, refuse, [],
+           [{set_flag, 0, send, true}, {send, 0, 1}, {print, 0, x}]}, 0},
+         %% serial wrap, and reset
+         {{2, none, [],
+           [{set_serial, 0, 576460752303423487, 576460752303423487},
+            {send, 0, 1}, {recv, 1, 0}, {reset}, {set_label, 1, 2}]}, 0}],
+    [begin
+         {_, _, E0} = stats(),
+         ok = run(S, backend(B)),
+         {_, _, E1} = stats(),
+         {S, B, Events} = {S, B, E1 - E0}
+     end || B <- [ring, collector], {S, Events} <- Scenarios],
     ok.
 
 stats() ->
@@ -176,6 +192,7 @@ step() ->
        {3, {print, I, info()}},
        {2, {print2, I, label(), info()}},
        {2, {spawn, I, boolean()}},
+       {1, {link, I, I}},
        {1, {exit, I, reason()}},
        {1, {reset}}]).
 
@@ -205,16 +222,17 @@ info() ->
     elements([hi, {data, 1}, "text"]).
 
 reason() ->
-    elements([normal, boom, {shutdown, x}]).
+    elements([normal, boom, kill, {shutdown, x}]).
 
 %%% ---- running a scenario --------------------------------------------------
 
 -record(st, {world, procs = [], links = [], next = 1, steps = 0}).
-%% procs: [{Pid, Alive}] in creation order; links: [{A, B}] with A < B.
+%% procs: [{Pid, Alive}] in creation order; links: [{A, B}] with A < B
+%% (pid order).
 
 %% Runs the scenario on the VM and on the model: ok or the first
 %% disagreement.
-run({NInit, Tracer, Traced, Steps0}, {_, Start, Drain, Stop}) ->
+run({NInit, Tracer, Traced, Steps0}, {_, Start, Collect, Stop}) ->
     Steps = [{set_flag, I, F, true} || I <- lists:usort(Traced),
                                         F <- [send, 'receive', print]] ++ Steps0,
     Self = self(),
@@ -222,7 +240,7 @@ run({NInit, Tracer, Traced, Steps0}, {_, Start, Drain, Stop}) ->
     {Driver, Mon} =
         spawn_monitor(fun() ->
                               Self ! {Ref, drive(NInit, Tracer, Steps, Start,
-                                                 Drain, Stop)}
+                                                 Collect, Stop)}
                       end),
     receive
         {Ref, {Result, NSteps, NEvents}} ->
@@ -236,7 +254,7 @@ run({NInit, Tracer, Traced, Steps0}, {_, Start, Drain, Stop}) ->
             {timeout, Steps}
     end.
 
-drive(NInit, Tracer, Steps, Start, Drain, Stop) ->
+drive(NInit, Tracer, Steps, Start, Collect, Stop) ->
     {TracerState, Cleanup} = set_tracer(Tracer, Start, Stop),
     seq_trace:reset_trace(),
     W = tracekit_model:seq_new(Tracer),
@@ -246,7 +264,7 @@ drive(NInit, Tracer, Steps, Start, Drain, Stop) ->
     Expected = tracekit_model:seq_events(W),
     Final = case {Result, Tracer} of
                 {ok, accept} ->
-                    Got = vm_events(Drain, TracerState, length(Expected)),
+                    Got = vm_events(Collect, TracerState, length(Expected)),
                     compare_events(Got, Expected);
                 _ ->
                     Result
@@ -258,6 +276,7 @@ drive(NInit, Tracer, Steps, Start, Drain, Stop) ->
     {Final, St#st.steps, length(Expected)}.
 
 set_tracer(accept, Start, Stop) ->
+    put(tk_seq_drained, []),
     {Term, State} = Start(),
     _ = seq_trace:set_system_tracer(Term),
     {State, fun() -> Stop(State) end};
@@ -392,10 +411,23 @@ step({spawn, I, Link}, #st{procs = Ps, links = Ls} = St) ->
     receive {ready, Child} -> ok end,
     ok = tracekit_model:seq_spawn(St#st.world, P, Child, Link),
     Links = case Link of
-                true -> [{P, Child} | Ls];
+                true -> [{min(P, Child), max(P, Child)} | Ls];
                 false -> Ls
             end,
     {ok, St#st{procs = Ps ++ [{Child, true}], links = Links}};
+step({link, I, J}, #st{links = Ls} = St) ->
+    Live = live(St),
+    P = pick(I, Live),
+    Q = pick(J, Live),
+    Link = {min(P, Q), max(P, Q)},
+    case P =:= Q orelse lists:member(Link, Ls) of
+        true ->
+            {skip, St};
+        false ->
+            VM = call(P, fun() -> link(Q) end),
+            ok = tracekit_model:seq_link(St#st.world, P, Q),
+            check(VM, {ok, true}, St#st{links = [Link | Ls]})
+    end;
 step({exit, I, Reason}, #st{links = Ls} = St) ->
     case live(St) of
         [_] ->
@@ -485,14 +517,14 @@ call(P, Fun) ->
 
 %% The VM's events, once as many as the model made have arrived (or a
 %% little later, to catch extra ones).
-vm_events(Drain, State, Expected) ->
-    vm_events(Drain, State, Expected, 200).
+vm_events(Collect, State, Expected) ->
+    vm_events(Collect, State, Expected, 200).
 
-vm_events(Drain, State, Expected, Tries) ->
-    Es = [normalize(E) || E <- Drain(State)],
+vm_events(Collect, State, Expected, Tries) ->
+    Es = [normalize(E) || E <- Collect(State)],
     case length(Es) >= Expected orelse Tries =:= 0 of
         true -> Es;
-        false -> timer:sleep(1), vm_events(Drain, State, Expected, Tries - 1)
+        false -> timer:sleep(1), vm_events(Collect, State, Expected, Tries - 1)
     end.
 
 %% Timestamps become their kind; a spawn's request and reply become
