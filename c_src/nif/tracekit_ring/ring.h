@@ -48,6 +48,7 @@ typedef struct {
     payload_mode payload;
     size_t max_bytes;      /* PAYLOAD_MAX: bytes per payload term */
     uint64_t tags[TK_KEYMAP_CAP / 64]; /* tag filter over tag indexes */
+    bool all_tags;         /* no filter: skip the lookup */
     size_t reserve;        /* drop mode: free bytes enabled_* requires */
 
     atomic_bool closed;
@@ -109,6 +110,9 @@ void enc_term(ErlNifEnv *env, enc_buf *b, ERL_NIF_TERM t);
 /* Encodes `t` within `budget` bytes, the rest replaced by markers. */
 void enc_term_budget(ErlNifEnv *env, enc_buf *b, ERL_NIF_TERM t,
                      size_t budget);
+/* Encodes a term that is most often a local pid (a tracee, a receiver):
+ * one NIF call in that case. */
+void enc_pid_or_term(ErlNifEnv *env, enc_buf *b, ERL_NIF_TERM t);
 /* Encodes the truncation marker '...'. */
 void enc_marker(enc_buf *b);
 /* Encodes the payload part of the trace term or the extra term according

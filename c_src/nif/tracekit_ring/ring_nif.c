@@ -181,6 +181,7 @@ static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         r->reserve = maxp;
     if (argv[4] == am_true) {
         memset(r->tags, 0xff, sizeof r->tags);
+        r->all_tags = true;
     } else {
         ERL_NIF_TERM head, tail = argv[4];
         while (enif_get_list_cell(env, tail, &head, &tail)) {

@@ -75,8 +75,11 @@ static ERL_NIF_TERM enabled_any(ErlNifEnv *env, int argc,
     if (tag == am_trace_status)
         return am_trace;
 
+    if (r->policy == TK_RING_OVERWRITE && r->all_tags)
+        return am_trace; /* nothing else can refuse the event */
     unsigned slot = tk_thread_slot();
-    if (!tag_wanted(r, tk_keymap_find(&tag_index, (uint64_t)tag))) {
+    if (!r->all_tags &&
+        !tag_wanted(r, tk_keymap_find(&tag_index, (uint64_t)tag))) {
         if (slot < TK_THREAD_SHARED) {
             _Atomic uint64_t *c = &r->filtered[slot].n;
             atomic_store_explicit(
@@ -166,15 +169,19 @@ static ERL_NIF_TERM trace_any(ErlNifEnv *env, int argc,
             ts_kind = ts_kind_of(tsv);
     }
 
-    int idx = tk_keymap_find(&tag_index, (uint64_t)tag);
-    payload_part part = idx >= 0 ? (payload_part)tag_part[idx] : PART_NONE;
+    payload_part part = PART_NONE;
+    if (r->payload != PAYLOAD_FULL) {
+        int idx = tk_keymap_find(&tag_index, (uint64_t)tag);
+        if (idx >= 0)
+            part = (payload_part)tag_part[idx];
+    }
     size_t cap = tk_ring_max_payload(ring);
     enc_buf b = {buf, buf + (cap < SCRATCH_SIZE ? cap : SCRATCH_SIZE)};
     unsigned char *end = b.end;
 
     enc_u8(&b, flags | ts_kind << 4);
     enc_word(&b, (uint64_t)tag);
-    enc_term(env, &b, argv[2]); /* tracee, or the label for seq_trace */
+    enc_pid_or_term(env, &b, argv[2]); /* tracee, or seq_trace's label */
     if (ts_kind != TS_NONE)
         enc_term(env, &b, make_ts(env, ts_kind));
     if (flags & REC_SCHED)
@@ -185,7 +192,10 @@ static ERL_NIF_TERM trace_any(ErlNifEnv *env, int argc,
         /* The extra term may take half of what is left; the trace term
          * gets the rest. */
         b.end = b.p + (size_t)(end - b.p) / 2;
-        enc_payload(env, &b, r, part, true, extra);
+        if (part == PART_MSG || r->payload == PAYLOAD_FULL)
+            enc_pid_or_term(env, &b, extra); /* often a receiver's pid */
+        else
+            enc_payload(env, &b, r, part, true, extra);
         b.end = end;
     }
     enc_payload(env, &b, r, part, false, argv[3]);
