@@ -361,6 +361,50 @@ static ERL_NIF_TERM alive_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     return enif_make_long(env, atomic_load(&rings_alive));
 }
 
+/* drain_all(Ring) -> [Event]: everything recorded so far, on a dirty
+ * scheduler, built directly as one list in the caller's heap (chunks
+ * appended in Erlang would be copied and collected again and again). The
+ * consumer lock is taken one chunk at a time, so a drain_chunk on a normal
+ * scheduler never waits long. */
+static ERL_NIF_TERM drain_all_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    ring_res *r = get_ring(env, argv[0]);
+    if (r == NULL)
+        return enif_make_badarg(env);
+    size_t n = 0, cap = DRAIN_CHUNK;
+    ERL_NIF_TERM *evs = enif_alloc(cap * sizeof *evs);
+    if (evs == NULL)
+        return enif_raise_exception(env, am_enomem);
+    for (;;) {
+        size_t before = n;
+        enif_mutex_lock(r->lock);
+        (void)tk_merge_collect(&r->merge, r->producers, DRAIN_CHUNK);
+        const void *p;
+        size_t len;
+        uint64_t stamp;
+        while (n - before < DRAIN_CHUNK &&
+               tk_merge_next(&r->merge, &p, &len, &stamp)) {
+            if (n == cap) {
+                ERL_NIF_TERM *bigger = enif_realloc(evs, 2 * cap * sizeof *evs);
+                if (bigger == NULL)
+                    break; /* what is taken so far goes out */
+                evs = bigger;
+                cap *= 2;
+            }
+            if (dec_event(env, p, len, &evs[n]))
+                n++;
+        }
+        r->drained += n - before;
+        enif_mutex_unlock(r->lock);
+        if (n - before < DRAIN_CHUNK)
+            break;
+    }
+    ERL_NIF_TERM list = enif_make_list_from_array(env, evs, (unsigned)n);
+    enif_free(evs);
+    return list;
+}
+
 #define CB(cls, name_e, name_t)                                             \
     {name_e, 3, tk_enabled_##cls, 0}, {name_t, 5, tk_trace_##cls, 0},
 
@@ -369,6 +413,7 @@ static ErlNifFunc funcs[] = {
     {"close", 1, close_nif, 0},
     {"stats", 1, stats_nif, 0},
     {"drain_chunk", 2, drain_nif, 0},
+    {"drain_all", 1, drain_all_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"alive", 0, alive_nif, 0},
     {"set_nif", 4, set_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     CB(generic, "enabled", "trace")
