@@ -65,6 +65,12 @@ static void ring_dtor(ErlNifEnv *env, void *obj)
             enif_free(ring);
         }
     }
+    for (unsigned i = 0; i < r->pool_n; i++)
+        if (r->pool[i] != NULL) { /* never handed out */
+            tk_ring_destroy(r->pool[i]);
+            enif_free(r->pool[i]);
+        }
+    enif_free(r->pool);
     tk_merge_destroy(&r->merge);
     if (r->cfg_ready)
         tk_pub_destroy(&r->cfg);
@@ -214,6 +220,28 @@ static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         return enif_raise_exception(env, am_enomem);
     }
     r->cfg_ready = true;
+    /* One ready ring per normal scheduler, memory touched now rather than
+     * on the schedulers' first laps. */
+    ErlNifSysInfo info;
+    enif_system_info(&info, sizeof info);
+    unsigned want = info.scheduler_threads > 0 ? (unsigned)info.scheduler_threads : 1;
+    if (want > TK_THREAD_SHARED)
+        want = TK_THREAD_SHARED;
+    r->pool = enif_alloc(want * sizeof *r->pool);
+    if (r->pool == NULL) {
+        enif_release_resource(r);
+        return enif_raise_exception(env, am_enomem);
+    }
+    for (; r->pool_n < want; r->pool_n++) {
+        tk_ring *ring = enif_alloc(sizeof *ring);
+        if (ring == NULL || tk_ring_init(ring, size, r->policy) != 0) {
+            enif_free(ring);
+            enif_release_resource(r);
+            return enif_raise_exception(env, am_enomem);
+        }
+        memset((void *)ring->words, 0, size);
+        r->pool[r->pool_n] = ring;
+    }
     r->lock = enif_mutex_create("tracekit_ring");
     if (r->lock == NULL || tk_merge_init(&r->merge, TK_THREAD_SLOTS,
                                          maxp < SCRATCH_SIZE ? maxp
@@ -409,7 +437,8 @@ static ERL_NIF_TERM drain_all_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     {name_e, 3, tk_enabled_##cls, 0}, {name_t, 5, tk_trace_##cls, 0},
 
 static ErlNifFunc funcs[] = {
-    {"new_nif", 5, new_nif, 0},
+    /* Dirty: touching the memory of big rings takes a while. */
+    {"new_nif", 5, new_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"close", 1, close_nif, 0},
     {"stats", 1, stats_nif, 0},
     {"drain_chunk", 2, drain_nif, 0},
