@@ -16,12 +16,13 @@ SHELL := /bin/sh
 .DEFAULT_GOAL := all
 
 # ---- OTP selection (done once per make invocation) -------------------------
-OTP_PATH := $(shell scripts/otp path)
+# $(shell) does not see make's variables: pass OTP on explicitly.
+OTP_PATH := $(shell OTP='$(OTP)' scripts/otp path)
 ifeq ($(strip $(OTP_PATH)),)
 $(error no usable Erlang/OTP: scripts/otp failed, see the message above)
 endif
 export PATH := $(OTP_PATH):$(PATH)
-OTP_ERL_LIBS := $(shell scripts/otp erl-libs)
+OTP_ERL_LIBS := $(shell OTP='$(OTP)' PATH='$(OTP_PATH)':"$$PATH" scripts/otp erl-libs)
 ifneq ($(strip $(OTP_ERL_LIBS)),)
 export ERL_LIBS := $(OTP_ERL_LIBS)$(if $(ERL_LIBS),:$(ERL_LIBS))
 endif
@@ -149,8 +150,8 @@ ct: nif
 	$(REBAR) ct
 
 test-all:
-	$(MAKE) OTP=27 test
-	$(MAKE) OTP=29 test
+	OTP=27 $(MAKE) test
+	OTP=29 $(MAKE) test
 
 check: nif dialyzer xref
 

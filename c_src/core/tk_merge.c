@@ -1,7 +1,8 @@
 #include "tk_merge.h"
 
-#include <stdlib.h>
 #include <string.h>
+
+#include "tk_mem.h"
 
 /* A staged record: stamp, payload length, payload padded to 8 bytes. */
 struct tk_merge_src {
@@ -18,10 +19,10 @@ static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
 int tk_merge_init(tk_merge *m, unsigned nsrc, size_t max_payload)
 {
     m->nsrc = nsrc;
-    m->src = calloc(nsrc, sizeof *m->src);
-    m->h1 = calloc(nsrc, sizeof *m->h1);
+    m->src = tk_mem_zalloc(nsrc * sizeof *m->src);
+    m->h1 = tk_mem_zalloc(nsrc * sizeof *m->h1);
     m->tmp_cap = pad8(max_payload);
-    m->tmp = malloc(m->tmp_cap);
+    m->tmp = tk_mem_alloc(m->tmp_cap);
     m->bound = 0;
     if (m->src == NULL || m->h1 == NULL || m->tmp == NULL) {
         tk_merge_destroy(m);
@@ -34,10 +35,10 @@ void tk_merge_destroy(tk_merge *m)
 {
     if (m->src != NULL)
         for (unsigned i = 0; i < m->nsrc; i++)
-            free(m->src[i].buf);
-    free(m->src);
-    free(m->h1);
-    free(m->tmp);
+            tk_mem_free(m->src[i].buf);
+    tk_mem_free(m->src);
+    tk_mem_free(m->h1);
+    tk_mem_free(m->tmp);
     m->src = NULL;
     m->h1 = NULL;
     m->tmp = NULL;
@@ -60,7 +61,7 @@ static int reserve(tk_merge_src *s, size_t need)
     size_t cap = s->cap ? s->cap : 4096;
     while (cap < s->wr + need)
         cap *= 2;
-    unsigned char *b = realloc(s->buf, cap);
+    unsigned char *b = tk_mem_realloc(s->buf, s->cap, cap);
     if (b == NULL)
         return -1;
     s->buf = b;

@@ -1,7 +1,8 @@
 #include "tk_ring.h"
 
-#include <stdlib.h>
 #include <string.h>
+
+#include "tk_mem.h"
 
 /* Header word: low 32 bits the record's total length (bytes, multiple of 8,
  * header and padding included), high 32 bits the payload length. */
@@ -23,7 +24,10 @@ int tk_ring_init(tk_ring *r, size_t size, tk_ring_policy policy)
     if (size < TK_RING_MIN_SIZE || size > TK_RING_MAX_SIZE ||
         (size & (size - 1)) != 0)
         return -1;
-    r->words = calloc(size / 8, sizeof *r->words);
+    /* Not zeroed: only published records are ever read, and zeroing would
+     * touch every page up front (milliseconds for a big ring, on the
+     * first event of a thread). */
+    r->words = tk_mem_alloc(size);
     if (r->words == NULL)
         return -1;
     atomic_init(&r->head, 0);
@@ -42,7 +46,7 @@ int tk_ring_init(tk_ring *r, size_t size, tk_ring_policy policy)
 
 void tk_ring_destroy(tk_ring *r)
 {
-    free(r->words);
+    tk_mem_free(r->words);
     r->words = NULL;
 }
 

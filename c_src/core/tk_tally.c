@@ -1,6 +1,6 @@
 #include "tk_tally.h"
 
-#include <stdlib.h>
+#include "tk_mem.h"
 
 int tk_tally_init(tk_tally *t)
 {
@@ -10,7 +10,7 @@ int tk_tally_init(tk_tally *t)
         atomic_init(&t->baseline[k], 0);
     /* The shared row exists from the start: it is the fallback when a
      * per-thread row cannot be allocated. */
-    tk_tally_row *shared = calloc(1, sizeof *shared);
+    tk_tally_row *shared = tk_mem_zalloc(sizeof *shared);
     if (shared == NULL)
         return -1;
     atomic_store_explicit(&t->rows[TK_TALLY_SHARED], shared,
@@ -21,7 +21,7 @@ int tk_tally_init(tk_tally *t)
 void tk_tally_destroy(tk_tally *t)
 {
     for (unsigned s = 0; s < TK_TALLY_SLOTS; s++) {
-        free(atomic_load_explicit(&t->rows[s], memory_order_acquire));
+        tk_mem_free(atomic_load_explicit(&t->rows[s], memory_order_acquire));
         atomic_store_explicit(&t->rows[s], NULL, memory_order_relaxed);
     }
 }
@@ -38,7 +38,7 @@ void tk_tally_add(tk_tally *t, unsigned slot, unsigned key)
         /* First event of this thread: only this thread writes the slot.
          * Release so that a reader that sees the pointer sees zeroed
          * counters. */
-        row = calloc(1, sizeof *row);
+        row = tk_mem_zalloc(sizeof *row);
         if (row == NULL)
             goto shared;
         atomic_store_explicit(&t->rows[slot], row, memory_order_release);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "tk_keymap.h"
+#include "tk_mem.h"
 #include "tk_tally.h"
 #include "tk_thread.h"
 
@@ -45,6 +46,10 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
                                            NULL);
     if (counter_type == NULL || tk_thread_init() != 0)
         return -1;
+    /* Core memory (rings, counter rows) is VM memory: it shows in
+     * erlang:memory(). */
+    tk_mem_alloc = enif_alloc;
+    tk_mem_free = enif_free;
     tk_keymap_init(&tags);
     am_ok = enif_make_atom(env, "ok");
     am_trace = enif_make_atom(env, "trace");

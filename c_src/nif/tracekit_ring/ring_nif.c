@@ -6,6 +6,7 @@
 
 #include "ring.h"
 #include "tk_clock.h"
+#include "tk_mem.h"
 
 ErlNifResourceType *ring_type;
 tk_keymap tag_index;
@@ -97,6 +98,10 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
                                         ERL_NIF_RT_CREATE, NULL);
     if (ring_type == NULL || tk_thread_init() != 0)
         return -1;
+    /* Core memory (rings, counter rows) is VM memory: it shows in
+     * erlang:memory(). */
+    tk_mem_alloc = enif_alloc;
+    tk_mem_free = enif_free;
     tk_clock_init();
     const char *clk = getenv("TRACEKIT_CLOCK");
     if (clk != NULL && strcmp(clk, "monotonic") == 0)

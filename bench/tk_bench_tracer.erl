@@ -1,0 +1,13 @@
+%% @doc The empty tracer module of the benchmarks: `{tk_bench_tracer,
+%% trace}' accepts every event and does nothing with it; `{tk_bench_tracer,
+%% discard}' refuses every event in enabled/3. Its cost is the VM's own.
+-module(tk_bench_tracer).
+-export([enabled/3, trace/5]).
+-on_load(init/0).
+-nifs([enabled/3, trace/5]).
+
+init() ->
+    erlang:load_nif(tracekit_nif:path(?MODULE), 0).
+
+enabled(_Tag, _State, _Tracee) -> erlang:nif_error(not_loaded).
+trace(_Tag, _State, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).

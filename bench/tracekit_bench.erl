@@ -1,0 +1,273 @@
+%% @doc `make bench': tracekit_ring against the other ways to trace, side
+%% by side in one VM run.
+%%
+%% Two workloads: a process sending small messages to another, and a
+%% process calling a traced local function f/1. Each tracer runs every
+%% workload REPS times, the tracers interleaved within each repetition so
+%% that machine noise hits all of them alike; the table shows medians, and
+%% the targets are checked as ratios of medians from this same run.
+%% Then: memory during 5 s of overload, and the drain rate.
+-module(tracekit_bench).
+
+-export([main/0, main/1, f/1]).
+
+-define(REPS, 7).
+-define(SEND_N, 200000).
+-define(CALL_N, 400000).
+
+-define(TRACERS, [none, empty_discard, empty_trace, ring_none, ring_full,
+                  ring_full_drop, process, dbg_file]).
+
+main() ->
+    main(#{}).
+
+main(Opts) ->
+    %% A tracer module must be loaded before a session can use it.
+    [{module, _} = code:ensure_loaded(M) || M <- [tk_bench_tracer, tracekit_ring]],
+    Reps = maps:get(reps, Opts, ?REPS),
+    io:format("tracekit benchmarks: OTP ~s, erts ~s, ~p schedulers, ~p reps "
+              "(medians)~n~n",
+              [erlang:system_info(otp_release), erlang:system_info(version),
+               erlang:system_info(schedulers_online), Reps]),
+    Results = [{W, run_workload(W, Reps)} || W <- [send, call]],
+    [print_table(W, R) || {W, R} <- Results],
+    Checks = targets(Results),
+    Mem = memory_overload(maps:get(overload_ms, Opts, 5000)),
+    Drain = drain_rate(),
+    Checks2 = Checks ++ Mem ++ Drain,
+    io:format("~ntargets:~n"),
+    [io:format("  ~-62s ~8s  ~s~n", [Name, fmt(Value), verdict(Ok)])
+     || {Name, Value, Ok} <- Checks2],
+    Failed = [N || {N, _, false} <- Checks2],
+    io:format("~n~p of ~p targets met~n", [length(Checks2) - length(Failed), length(Checks2)]),
+    ok.
+
+verdict(true) -> "ok";
+verdict(false) -> "MISSED".
+
+fmt(V) when is_float(V) -> io_lib:format("~.2f", [V]);
+fmt(V) -> io_lib:format("~p", [V]).
+
+%%% Timing ---------------------------------------------------------------------
+
+%% #{Tracer => [ns per event]}.
+run_workload(W, Reps) ->
+    %% Each repetition runs the tracers in a new random order.
+    Rounds = [[{T, once(W, T)} || T <- shuffle(?TRACERS)] || _ <- lists:seq(1, Reps)],
+    maps:groups_from_list(fun({T, _}) -> T end, fun({_, V}) -> V end,
+                          lists:append(Rounds)).
+
+shuffle(L) ->
+    [X || {_, X} <- lists:sort([{rand:uniform(), X} || X <- L])].
+
+median(L) ->
+    S = lists:sort(L),
+    lists:nth((length(S) + 1) div 2, S).
+
+%% One timed run of workload W under tracer T: ns per event.
+once(W, T) ->
+    N = case W of send -> ?SEND_N; call -> ?CALL_N end,
+    Sink = spawn(fun sink/0),
+    Self = self(),
+    Worker = spawn(fun() ->
+                           receive go -> ok end,
+                           %% Warm-up: the scheduler's ring (or the
+                           %% tracer's first-use work) is set up here.
+                           run(W, Sink, 1000),
+                           T0 = erlang:monotonic_time(nanosecond),
+                           run(W, Sink, N),
+                           T1 = erlang:monotonic_time(nanosecond),
+                           Self ! {done, self(), T1 - T0}
+                   end),
+    Cleanup = setup(T, W, Worker),
+    Worker ! go,
+    Ns = receive {done, Worker, D} -> D end,
+    Cleanup(),
+    exit(Sink, kill),
+    Ns / N.
+
+run(send, Sink, N) -> send_loop(Sink, N);
+run(call, _Sink, N) -> call_loop(N).
+
+send_loop(_, 0) -> ok;
+send_loop(Sink, N) -> Sink ! {m, N}, send_loop(Sink, N - 1).
+
+call_loop(0) -> ok;
+call_loop(N) -> _ = f(N), call_loop(N - 1).
+
+%% @private The traced local function.
+f(X) -> X.
+
+sink() ->
+    receive _ -> sink() end.
+
+%% Starts tracer T on the worker; returns the fun that stops it.
+setup(none, _W, _Worker) ->
+    fun() -> ok end;
+setup(T, W, Worker) ->
+    {Tracer, Stop} = tracer(T),
+    S = trace:session_create(bench, Tracer, []),
+    Flags = case W of send -> [send]; call -> [call] end,
+    1 = trace:process(S, Worker, true, Flags),
+    W =:= call andalso (1 = trace:function(S, {?MODULE, f, 1}, true, [local])),
+    fun() -> trace:session_destroy(S), Stop() end.
+
+tracer(empty_discard) ->
+    {{tk_bench_tracer, discard}, fun() -> ok end};
+tracer(empty_trace) ->
+    {{tk_bench_tracer, trace}, fun() -> ok end};
+tracer(ring_none) ->
+    ring_tracer(#{size => 32 bsl 20, payload => none});
+tracer(ring_full) ->
+    ring_tracer(#{size => 32 bsl 20});
+tracer(ring_full_drop) ->
+    %% A small ring, filled before the run: every event is refused in
+    %% enabled_*, before the VM builds it.
+    {ok, R} = tracekit_ring:new(#{size => 4096}),
+    [ok = tracekit_ring:trace_send(send, R, self(), fill, #{}) || _ <- lists:seq(1, 200)],
+    false = (trace =:= tracekit_ring:enabled_send(send, R, self())),
+    {{tracekit_ring, R}, fun() -> tracekit_ring:close(R) end};
+tracer(process) ->
+    P = spawn(fun sink/0),
+    {P, fun() -> wait_empty(P), exit(P, kill) end};
+tracer(dbg_file) ->
+    File = filename:join(bench_dir(), "dbg.trace"),
+    Port = (dbg:trace_port(file, File))(),
+    {Port, fun() -> erlang:port_close(Port), file:delete(File) end}.
+
+ring_tracer(Opts) ->
+    {ok, R} = tracekit_ring:new(Opts),
+    {{tracekit_ring, R},
+     fun() ->
+             #{dropped := 0} = tracekit_ring:stats(R),
+             _ = tracekit_ring:drain(R),
+             tracekit_ring:close(R)
+     end}.
+
+%% The process tracer's mailbox is emptied between runs (not timed).
+wait_empty(P) ->
+    case process_info(P, message_queue_len) of
+        {message_queue_len, 0} -> ok;
+        undefined -> ok;
+        _ -> timer:sleep(10), wait_empty(P)
+    end.
+
+bench_dir() ->
+    Dir = filename:join(["build", "bench"]),
+    ok = filelib:ensure_path(Dir),
+    Dir.
+
+%%% Report ---------------------------------------------------------------------
+
+label(none) -> "untraced";
+label(empty_discard) -> "empty NIF tracer, enabled answers discard";
+label(empty_trace) -> "empty NIF tracer, enabled answers trace";
+label(ring_none) -> "tracekit_ring, payload none";
+label(ring_full) -> "tracekit_ring, payload full";
+label(ring_full_drop) -> "tracekit_ring, full ring under drop";
+label(process) -> "process tracer (discards)";
+label(dbg_file) -> "dbg file port tracer".
+
+print_table(W, R) ->
+    M = maps:map(fun(_, L) -> median(L) end, R),
+    Base = maps:get(none, M),
+    Empty = maps:get(empty_trace, M),
+    io:format("workload: ~s~n", [case W of
+                                    send -> "a process sending small messages";
+                                    call -> "a process calling a traced local function f/1"
+                                end]),
+    io:format("  ~-44s ~9s ~11s ~12s~n", ["tracer", "ns/event", "x empty", "over untraced"]),
+    [io:format("  ~-44s ~9.1f ~11.2f ~12.1f~n",
+               [label(T), maps:get(T, M), maps:get(T, M) / Empty, maps:get(T, M) - Base])
+     || T <- ?TRACERS],
+    io:format("~n").
+
+targets(Results) ->
+    lists:append(
+      [begin
+           M = maps:map(fun(_, L) -> median(L) end, R),
+           G = fun(T) -> maps:get(T, M) end,
+           Over = fun(T) -> G(T) - G(none) end,
+           P = atom_to_list(W) ++ ": ",
+           [{P ++ "ring payload none / empty tracer (trace) <= 1.10",
+             G(ring_none) / G(empty_trace), G(ring_none) / G(empty_trace) =< 1.10},
+            {P ++ "ring payload full / empty tracer (trace) <= 1.25",
+             G(ring_full) / G(empty_trace), G(ring_full) / G(empty_trace) =< 1.25},
+            {P ++ "full ring under drop / empty tracer (discard) <= 1.05",
+             G(ring_full_drop) / G(empty_discard),
+             G(ring_full_drop) / G(empty_discard) =< 1.05},
+            {P ++ "ring (full) cost / process tracer cost <= 0.35",
+             Over(ring_full) / Over(process), Over(ring_full) / Over(process) =< 0.35}]
+       end || {W, R} <- Results]).
+
+%%% Memory under overload -------------------------------------------------------
+
+%% Two senders (one per scheduler, as far as the VM places them) send as
+%% fast as they can for Ms milliseconds; the VM's total memory is sampled.
+memory_overload(Ms) ->
+    Size = 4 bsl 20,
+    {ok, R} = tracekit_ring:new(#{size => Size}),
+    RingGrowth = overload({tracekit_ring, R}, Ms),
+    #{dropped := Dropped, written := Written, producers := Producers} = tracekit_ring:stats(R),
+    tracekit_ring:close(R),
+    Tracer = spawn(fun sink/0),
+    ProcGrowth = overload(Tracer, Ms),
+    exit(Tracer, kill),
+    Limit = Producers * Size + 16 bsl 20,
+    io:format("memory during ~p ms of overload from 2 senders:~n"
+              "  tracekit_ring (~p rings of ~p MiB): +~.1f MiB (~p events kept, ~p dropped)~n"
+              "  process tracer:                     +~.1f MiB~n~n",
+              [Ms, Producers, Size bsr 20, RingGrowth / (1 bsl 20), Written, Dropped,
+               ProcGrowth / (1 bsl 20)]),
+    [{"memory: ring growth <= rings' size + 16 MiB (MiB)",
+      round(RingGrowth / (1 bsl 20)), RingGrowth =< Limit}].
+
+overload(Tracer, Ms) ->
+    garbage_collect(),
+    M0 = erlang:memory(total),
+    S = trace:session_create(bench_overload, Tracer, []),
+    Sinks = [spawn(fun sink/0) || _ <- [1, 2]],
+    Senders = [spawn(fun() -> blast(Sink) end) || Sink <- Sinks],
+    [1 = trace:process(S, P, true, [send]) || P <- Senders],
+    Peak = sample(M0, M0, erlang:monotonic_time(millisecond) + Ms),
+    trace:session_destroy(S),
+    [exit(P, kill) || P <- Senders ++ Sinks],
+    Peak - M0.
+
+blast(Sink) ->
+    [Sink ! {m, I} || I <- lists:seq(1, 1000)],
+    blast(Sink).
+
+sample(M0, Peak, Until) ->
+    Now = erlang:monotonic_time(millisecond),
+    M = erlang:memory(total),
+    %% A process tracer can take the node down: stop at 2 GiB.
+    case Now >= Until orelse M - M0 > 2 bsl 30 of
+        true -> max(Peak, M);
+        false -> timer:sleep(50), sample(M0, max(Peak, M), Until)
+    end.
+
+%%% Drain rate ---------------------------------------------------------------------
+
+drain_rate() ->
+    N = 1000000,
+    {ok, R} = tracekit_ring:new(#{size => 128 bsl 20}),
+    S = trace:session_create(bench_drain, {tracekit_ring, R}, []),
+    Sink = spawn(fun sink/0),
+    Self = self(),
+    W = spawn(fun() -> receive go -> send_loop(Sink, N), Self ! done end end),
+    1 = trace:process(S, W, true, [send]),
+    W ! go,
+    receive done -> ok end,
+    trace:session_destroy(S),
+    #{written := Written} = tracekit_ring:stats(R),
+    N = Written - 1, % the worker's `done' message is recorded too
+    T0 = erlang:monotonic_time(nanosecond),
+    Evs = tracekit_ring:drain(R),
+    T1 = erlang:monotonic_time(nanosecond),
+    Written = length(Evs),
+    Rate = N / ((T1 - T0) / 1.0e9),
+    io:format("drain/1 of ~p events: ~.1f ms, ~.2f million events/s~n",
+              [N, (T1 - T0) / 1.0e6, Rate / 1.0e6]),
+    exit(Sink, kill),
+    [{"drain/1 rate >= 3 million events/s (millions)", Rate / 1.0e6, Rate >= 3.0e6}].
