@@ -265,8 +265,5 @@ procs_text(all) -> "all processes";
 procs_text(new) -> "new processes";
 procs_text(existing) -> "existing processes";
 procs_text(Pids) ->
-    lists:join(", ", [tracekit_format:pid(P, #{names => names(Pids)}) || P <- Pids]).
+    lists:join(", ", [tracekit_format:pid(P, #{names => tracekit_format:names(Pids)}) || P <- Pids]).
 
-names(Pids) ->
-    maps:from_list([{P, N} || P <- Pids,
-                              {registered_name, N} <- [erlang:process_info(P, registered_name)]]).

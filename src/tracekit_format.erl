@@ -11,7 +11,7 @@
 %% (io_lib's `~P') and every line to a number of characters.
 -module(tracekit_format).
 
--export([event/2, term/2, pid/2, time/1, summary/1, default_opts/0]).
+-export([event/2, term/2, pid/2, names/1, time/1, summary/1, default_opts/0]).
 
 -export_type([opts/0]).
 
@@ -141,6 +141,13 @@ pid(P, Opts) ->
         #{names := #{P := Name}} when Name =/= undefined -> io_lib:format("~w (~tw)", [P, Name]);
         _ -> io_lib:format("~tw", [P])
     end.
+
+%% @doc The registered names of those of `Pids' that are local, alive and
+%% registered.
+-spec names([pid()]) -> #{pid() => atom()}.
+names(Pids) ->
+    maps:from_list([{P, N} || P <- Pids, is_pid(P), node(P) =:= node(),
+                              {registered_name, N} <- [erlang:process_info(P, registered_name)]]).
 
 %% @doc A trace timestamp as local time: `HH:MM:SS.micro' for
 %% `{Mega, Sec, Micro}'; other kinds as they are.
