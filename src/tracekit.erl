@@ -234,12 +234,19 @@ processes(P) when is_pid(P); is_atom(P) ->
 processes([]) ->
     {error, {bad_process, [], "no processes given, for example [self(), my_server]"}};
 processes(L) when is_list(L) ->
-    try {ok, lists:usort([process(P) || P <- L])}
-    catch throw:{bad_process, _, _} = E -> {error, E}
+    case io_lib:printable_unicode_list(L) of
+        true -> {error, {bad_process, L, "expected a pid, a registered name (an atom), "
+                         "a list of them, or all, new, existing"}};
+        false -> process_list(L)
     end;
 processes(P) ->
     {error, {bad_process, P, "expected a pid, a registered name, a list of "
              "them, or all, new, existing"}}.
+
+process_list(L) ->
+    try {ok, lists:usort([process(P) || P <- L])}
+    catch throw:{bad_process, _, _} = E -> {error, E}
+    end.
 
 process(P) when is_pid(P), node(P) =:= node() ->
     case is_process_alive(P) of

@@ -122,25 +122,25 @@ parse_term({M, F, A, MS} = T) ->
                          lists:join("; ", [E || {_, E} <- Errs])}
             end;
         ok ->
-            {error, io_lib:format("the match spec must be a list, got ~tw", [MS])};
+            {error, io_lib:format("the match spec must be a list, got ~0tp", [MS])};
         {error, _} = E ->
             E
     end;
 parse_term(T) ->
-    {error, io_lib:format("~tw is not {Module, Function, Arity} or "
+    {error, io_lib:format("~0tp is not {Module, Function, Arity} or "
                           "{Module, Function, Arity, MatchSpec}", [T])}.
 
 check_mfa('_', _, _) ->
     {error, "the module cannot be _: name the module to trace"};
 check_mfa(M, _, _) when not is_atom(M) ->
-    {error, io_lib:format("the module must be an atom, got ~tw", [M])};
+    {error, io_lib:format("the module must be an atom, got ~0tp", [M])};
 check_mfa(_, F, _) when not is_atom(F) ->
-    {error, io_lib:format("the function must be an atom or _, got ~tw", [F])};
+    {error, io_lib:format("the function must be an atom or _, got ~0tp", [F])};
 check_mfa(_, _, A) when A =:= '_'; is_integer(A), A >= 0, A =< 255 ->
     ok;
 check_mfa(_, _, A) ->
     {error, io_lib:format("the arity must be an integer from 0 to 255 or _, "
-                          "got ~tw", [A])}.
+                          "got ~0tp", [A])}.
 
 ms_has(MS, Actions) ->
     lists:any(fun({_, _, Body}) when is_list(Body) ->
@@ -154,20 +154,23 @@ parse_string(S) ->
     case erl_scan:string(S, {1, 1}) of
         {ok, [], _} ->
             {error, "the spec is empty"};
-        {ok, Tokens, _} ->
-            parse_tokens(S, Tokens);
+        {ok, Tokens, End} ->
+            parse_tokens(S, Tokens, End);
         {error, {{_, Col}, Mod, Err}, _} ->
             {error, io_lib:format("cannot read the spec at column ~w: ~ts",
                                   [Col, Mod:format_error(Err)])}
     end.
 
-parse_tokens(S, Tokens) ->
+%% End is the location after the last character: the tokens added to
+%% make a form of the spec get it, so that an error there reads as an
+%% incomplete spec.
+parse_tokens(S, Tokens, End) ->
     {HeadToks, ActionToks} = split_at(Tokens, '->'),
     {CallToks, GuardToks} = split_at(HeadToks, 'when'),
     maybe
-        {ok, {M, F, A, Args}} ?= parse_call(CallToks),
+        {ok, {M, F, A, Args}} ?= parse_call(CallToks, End),
         {ok, {Return, Exception}} ?= parse_actions(ActionToks),
-        {ok, MS} ?= match_spec(Args, GuardToks, Return, Exception),
+        {ok, MS} ?= match_spec(Args, GuardToks, End, Return, Exception),
         {ok, #{module => M, function => F, arity => A, match_spec => MS,
                return => Return, exception => Exception, text => S}}
     end.
@@ -189,22 +192,21 @@ split_at([T | Rest], Sep, Depth, Acc) ->
         end,
     split_at(Rest, Sep, D, [T | Acc]).
 
-parse_call([]) ->
+parse_call([], _End) ->
     {error, "there is no function before the guard or the ->"};
-parse_call(Toks) ->
-    case erl_parse:parse_exprs(Toks ++ [{dot, end_location(Toks)}]) of
+parse_call(Toks, End) ->
+    case erl_parse:parse_exprs(Toks ++ [{dot, End}]) of
         {ok, [Expr]} ->
             call_form(Expr);
         {ok, _} ->
             {error, "expected one function, got several separated by commas "
              "(give a list of specs instead)"};
+        {error, {End, _, _}} ->
+            {error, "the spec ends too early (a bracket not closed?)"};
         {error, {Loc, Mod, Err}} ->
             {error, io_lib:format("syntax error at column ~w: ~ts",
                                   [column(Loc), Mod:format_error(Err)])}
     end.
-
-end_location(Toks) ->
-    erl_scan:location(lists:last(Toks)).
 
 column({_, C}) -> C;
 column(L) -> L.
@@ -278,7 +280,7 @@ pp(Expr) ->
 
 %%% Match specs ---------------------------------------------------------------
 
-match_spec(Args, GuardToks, Return, Exception) ->
+match_spec(Args, GuardToks, End, Return, Exception) ->
     Body = if Exception -> [{exception_trace}];
               Return -> [{return_trace}];
               true -> []
@@ -292,7 +294,7 @@ match_spec(Args, GuardToks, Return, Exception) ->
         {_, _} ->
             maybe
                 {ok, Head, Vars} ?= head(Args),
-                {ok, Guards} ?= guards(GuardToks, Vars),
+                {ok, Guards} ?= guards(GuardToks, Vars, End),
                 MS = [{Head, G, Body} || G <- Guards],
                 ok ?= check_ms(MS),
                 {ok, MS}
@@ -375,13 +377,13 @@ not_pattern(E, Why) ->
                                     "argument pattern ~ts is not supported: ~ts",
                                     [pp(E), Why]))}).
 
-guards(none, _Vars) ->
+guards(none, _Vars, _End) ->
     {ok, [[]]};
-guards({_When, []}, _Vars) ->
+guards({_When, []}, _Vars, _End) ->
     {error, "nothing after when: write a guard such as when N > 0"};
-guards({{'when', L}, Toks}, Vars) ->
+guards({{'when', L}, Toks}, Vars, End) ->
     Form = [{atom, L, f}, {'(', L}, {')', L}, {'when', L}] ++ Toks
-        ++ [{'->', L}, {atom, L, ok}, {dot, L}],
+        ++ [{'->', End}, {atom, End, ok}, {dot, End}],
     case erl_parse:parse_form(Form) of
         {ok, {function, _, f, 0, [{clause, _, [], GuardSeq, _}]}} ->
             try
@@ -389,6 +391,8 @@ guards({{'when', L}, Toks}, Vars) ->
             catch
                 throw:{guard, Why} -> {error, Why}
             end;
+        {error, {End, _, _}} ->
+            {error, "the guard ends too early"};
         {error, {Loc, Mod, Err}} ->
             {error, io_lib:format("syntax error in the guard at column ~w: ~ts",
                                   [column(Loc), Mod:format_error(Err)])}

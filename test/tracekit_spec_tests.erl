@@ -129,7 +129,7 @@ errors_test_() ->
                 starts("cannot read the spec at column ", Why),
                 ?assert(string:find(Why, "unterminated string") =/= nomatch)
             end),
-     ?_test(starts("syntax error at column ", why("m:f(,)"))),
+     ?_test(starts("syntax error at column 5: syntax error before: ','", why("m:f(,)"))),
      ?_test(starts("expected one function, got several", why("m:f, m:g"))),
      ?_test(starts("expected Module:Function, Module:Function/Arity or "
                    "Module:Function(ArgPatterns), got 1 + 2", why("1 + 2"))),
@@ -148,7 +148,10 @@ errors_test_() ->
      ?_test(starts("an action is missing after the comma", why("m:f/1 -> return,"))),
      ?_test(starts("a guard needs argument patterns", why("m:f/1 when X > 1"))),
      ?_test(starts("nothing after when", why("m:f(X) when"))),
-     ?_test(starts("syntax error in the guard at column", why("m:f(X) when X >"))),
+     ?_test(starts("the guard ends too early", why("m:f(X) when X >"))),
+     ?_test(starts("syntax error in the guard at column 14: syntax error before: ')'",
+                   why("m:f(X) when X)"))),
+     ?_test(starts("the spec ends too early (a bracket not closed?)", why("m:f({a, X"))),
      ?_test(starts("variable Y in the guard is not bound in the argument patterns",
                    why("m:f(X) when Y > 1"))),
      ?_test(starts("_ cannot be used in a guard", why("m:f(X) when _ > 1"))),
