@@ -139,8 +139,7 @@ stop() ->
     Mine = [P || P <- Ms, is_pid(P),
                  erlang:process_info(P, {dictionary, '$tracekit'})
                      =:= {{dictionary, '$tracekit'}, Self}],
-    [_ = stop(P) || P <- Mine],
-    ok.
+    lists:foreach(fun(P) -> _ = stop(P) end, Mine).
 
 %% @doc Stops one trace and returns its summary (with the collected events
 %% when `print' is false). `{error, not_running}' when it has ended and

@@ -246,17 +246,17 @@ proc(_) -> undefined.
 
 seq_token(#{seq_trace := true}) ->
     _ = seq_trace:set_token(label, erlang:unique_integer([positive]) band 16#FFFFFF),
-    [_ = seq_trace:set_token(F, true) || F <- [send, 'receive', timestamp]],
+    _ = [seq_trace:set_token(F, true) || F <- [send, 'receive', timestamp]],
     ok;
 seq_token(_) ->
     ok.
 
 stop_recorder(#state{current = #{recorder := R, tc := TC} = Cur} = St)
   when not is_map_key(events, Cur) ->
-    case Cur of
-        #{tc_pid := Pid} when Pid =:= self() -> _ = seq_trace:set_token([]);
-        _ -> ok
-    end,
+    _ = case Cur of
+            #{tc_pid := Pid} when Pid =:= self() -> seq_trace:set_token([]);
+            _ -> ok
+        end,
     case tracekit_recorder:stop(R) of
         {ok, Res} ->
             St#state{current = maps:merge(Cur, Res)};

@@ -74,28 +74,20 @@ init(Parent, Ref, #{ring_size := Size} = Spec) ->
 
 setup(S, Ring, #{calls := Calls, processes := Procs, messages := M,
                  procs := P, seq_trace := Seq} = Spec) ->
-    [trace:function(S, MFA, MS, [local])
-     || {#{match_spec := MS}, MFAs} <- Calls, MFA <- MFAs],
-    case Spec of
-        #{marks := Marks, mark_process := MP} when Marks =/= [] ->
-            [trace:function(S, MFA, [{'_', [], [{exception_trace}]}], [local])
-             || MFA <- Marks],
-            try trace:process(S, MP, true, [call, timestamp])
-            catch error:badarg -> 0
-            end;
-        _ ->
-            ok
-    end,
-    case Calls of
-        [] -> ok;
-        _ ->
-            _ = trace:process(S, all, true, [call, timestamp]),
-            _ = trace:process(S, self(), false, [all])
-    end,
+    _ = [trace:function(S, MFA, MS, [local])
+         || {#{match_spec := MS}, MFAs} <- Calls, MFA <- MFAs],
+    Marks = maps:get(marks, Spec, []),
+    _ = [trace:function(S, MFA, [{'_', [], [{exception_trace}]}], [local])
+         || MFA <- Marks],
+    _ = [try trace:process(S, MP, true, [call, timestamp])
+         catch error:badarg -> 0
+         end || Marks =/= [], MP <- [maps:get(mark_process, Spec)]],
+    _ = [{trace:process(S, all, true, [call, timestamp]),
+          trace:process(S, self(), false, [all])} || Calls =/= []],
     Flags = [send || M] ++ ['receive' || M] ++ [procs || P],
-    [try trace:process(S, Pid, true, [timestamp | Flags])
-     catch error:badarg -> 0      % exited already: nothing to record
-     end || Flags =/= [], Pid <- Procs],
+    _ = [try trace:process(S, Pid, true, [timestamp | Flags])
+         catch error:badarg -> 0      % exited already: nothing to record
+         end || Flags =/= [], Pid <- Procs],
     case Seq of
         true -> {seq, seq_trace:set_system_tracer({tracekit_ring, Ring})};
         false -> none
@@ -105,10 +97,10 @@ wait(Session, Ring, Prev, #{events := N}) ->
     receive
         {stop, From, Tag} ->
             _ = trace:session_destroy(Session),
-            case Prev of
-                {seq, Old} -> _ = seq_trace:set_system_tracer(Old);
-                none -> ok
-            end,
+            _ = case Prev of
+                    {seq, Old} -> seq_trace:set_system_tracer(Old);
+                    none -> ok
+                end,
             ok = tracekit_ring:close(Ring),
             Events = tracekit_ring:drain(Ring),
             #{overwritten := Over, dropped := Dropped} = tracekit_ring:stats(Ring),

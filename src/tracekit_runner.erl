@@ -91,30 +91,30 @@ setup(S, #{kind := Kind, procs := Procs} = Req, Opts) ->
                 procs -> [procs, timestamp]
             end,
     try
-        case Kind of
-            calls ->
-                Scope = maps:get(scope, Opts),
-                [trace:function(S, MFA, MS, [Scope])
-                 || {#{match_spec := MS}, MFAs} <- maps:get(calls, Req),
-                    MFA <- MFAs];
-            _ -> ok
-        end,
+        Scope = maps:get(scope, Opts),
+        _ = [trace:function(S, MFA, MS, [Scope])
+             || Kind =:= calls,
+                {#{match_spec := MS}, MFAs} <- maps:get(calls, Req, []),
+                MFA <- MFAs],
         case Procs of
-            L when is_list(L) -> [trace_proc(S, P, Flags) || P <- L];
+            L when is_list(L) ->
+                lists:foreach(fun(P) -> trace_proc(S, P, Flags) end, L);
             All ->
                 _ = trace:process(S, All, true, Flags),
-                [trace:process(S, P, false, [all])
-                 || P <- [self() | io_pid(Opts)], All =/= new]
-        end,
-        ok
+                _ = [trace:process(S, P, false, [all])
+                     || P <- [self() | io_pid(Opts)], All =/= new],
+                ok
+        end
     catch
         throw:{dead, P} ->
             {error, {bad_process, P, "the process is not alive"}}
     end.
 
 trace_proc(S, P, Flags) ->
-    try trace:process(S, P, true, Flags)
-    catch error:badarg -> throw({dead, P})
+    try trace:process(S, P, true, Flags) of
+        _ -> ok
+    catch
+        error:badarg -> throw({dead, P})
     end.
 
 io_pid(#{io := Io}) when is_pid(Io) -> [Io];
@@ -263,6 +263,7 @@ name(_P, Names) ->
 
 %%% The end -------------------------------------------------------------------
 
+-spec finish(term(), #st{}) -> no_return().
 finish(Reason0, #st{session = S, ring = R} = St0) ->
     _ = trace:session_destroy(S),
     ok = tracekit_ring:close(R),
@@ -283,5 +284,5 @@ finish(Reason0, #st{session = S, ring = R} = St0) ->
              #{print := false} -> [St#st.caller | St#st.waiters];
              _ -> St#st.waiters
          end,
-    [P ! {tracekit, self(), done, Summary} || P <- lists:usort(To)],
+    _ = [P ! {tracekit, self(), done, Summary} || P <- lists:usort(To)],
     exit(normal).

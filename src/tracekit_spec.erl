@@ -372,6 +372,7 @@ map_field({map_field_assoc, _, _, _} = F, _) ->
 
 pp_field({_, _, K, V}) -> [pp(K), " => ", pp(V)].
 
+-spec not_pattern(erl_parse:abstract_expr(), iodata()) -> no_return().
 not_pattern(E, Why) ->
     throw({pattern, lists:flatten(io_lib:format(
                                     "argument pattern ~ts is not supported: ~ts",
