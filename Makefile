@@ -112,6 +112,11 @@ build/ctest/tsan/tk_tests: $(CTEST_SRC) $(CTEST_HDR) $(CORE_SRC) $(CORE_HDR)
 	@mkdir -p $(@D)
 	$(CLANG) $(CTEST_CFLAGS) -O1 $(SAN_TSAN) $(CTEST_SRC) $(CORE_SRC) -o $@ -lpthread -lm
 
+# ---- C hot-path benchmark (instruction counts under callgrind) --------------
+build/bench/bench_hot: c_src/bench/bench_hot.c $(CORE_SRC) $(CORE_HDR)
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) -O2 -g -Ic_src/core -pthread $< $(CORE_SRC) -o $@ -lpthread -lm
+
 # ---- targets ---------------------------------------------------------------
 .PHONY: all nif beams test test-c test-c-asan test-c-tsan test-c-long eunit ct \
         test-all check dialyzer xref bench demo clean distclean otp-info
@@ -161,7 +166,7 @@ dialyzer:
 xref:
 	$(REBAR) xref
 
-bench: all
+bench: all build/bench/bench_hot
 	$(REBAR) as bench compile
 	scripts/bench
 

@@ -11,6 +11,7 @@
 %% Breakpoint model (its section below).
 -export([bp_new/1, bp_function/5, bp_info/4, bp_flags/3, bp_call/3]).
 -export_type([bp_model/0, bp_session/0]).
+-nifs([bp_new/1, bp_function/5, bp_info/4, bp_flags/3, bp_call/3]).
 
 %% Trace session model (its functions are in their section below).
 -export([session_new/1, session_add_function/3, session_create/4,

@@ -27,7 +27,7 @@
 %% every event that was not kept.
 -module(tracekit_ring).
 
--export([new/0, new/1, drain/1, drain/2, stats/1, close/1, alive/0]).
+-export([new/0, new/1, set/2, drain/1, drain/2, stats/1, close/1, alive/0]).
 %% erl_tracer callbacks, called by the VM.
 -export([enabled/3, trace/5,
          enabled_send/3, trace_send/5,
@@ -41,7 +41,7 @@
 
 -on_load(init/0).
 
--nifs([new_nif/5, close/1, stats/1, drain_chunk/2, alive/0,
+-nifs([new_nif/5, set_nif/4, close/1, stats/1, drain_chunk/2, alive/0,
        enabled/3, trace/5, enabled_send/3, trace_send/5,
        enabled_receive/3, trace_receive/5, enabled_call/3, trace_call/5,
        enabled_procs/3, trace_procs/5, enabled_ports/3, trace_ports/5,
@@ -83,8 +83,14 @@
                    buffered := non_neg_integer(),
                    size := pos_integer(),
                    policy := drop | overwrite,
-                   closed := boolean()}.
--export_type([ring/0, options/0, event/0, stats/0]).
+                   closed := boolean(),
+                   paused := boolean(),
+                   sample := pos_integer(),
+                   tags := all | [tag()]}.
+-type config() :: #{paused => boolean(),
+                    tags => all | [tag()],
+                    sample => pos_integer()}.
+-export_type([ring/0, options/0, config/0, event/0, stats/0]).
 
 init() ->
     erlang:load_nif(tracekit_nif:path(?MODULE), 0).
@@ -161,6 +167,48 @@ check_opts(Improper, _) ->
 new_nif(_Size, _Policy, _Payload, _MaxBytes, _Tags) ->
     erlang:nif_error(not_loaded).
 
+%% @doc Changes what the ring records, while tracing runs:
+%% <dl>
+%% <dt>`paused'</dt><dd>`true' discards every event (the VM does not even
+%%   build them) until `false'.</dd>
+%% <dt>`tags'</dt><dd>the event tags to record, or `all'.</dd>
+%% <dt>`sample'</dt><dd>`N' keeps every Nth event of each scheduler thread
+%%   (1 keeps all): a way to watch a hot path at a cost the node can
+%%   afford.</dd>
+%% </dl>
+%% Keys left out keep their value. When `set/2' returns the change holds
+%% for every thread: no event refused by the new settings is recorded any
+%% more, on any scheduler. (The callbacks read the settings without locks;
+%% the call waits until none of them can still be using the old ones.)
+%% Events refused this way are counted as `filtered' by {@link stats/1}.
+-spec set(ring(), config()) -> ok | {error, {badopt, term()}}.
+set(Ring, Config) when is_map(Config) ->
+    case check_config(maps:to_list(Config), {undefined, undefined, undefined}) of
+        {ok, {Paused, Tags, Sample}} -> set_nif(Ring, Paused, Tags, Sample);
+        {error, _} = E -> E
+    end;
+set(_Ring, Config) ->
+    {error, {badopt, Config}}.
+
+check_config([], Acc) ->
+    {ok, Acc};
+check_config([{paused, P} | T], {_, Tags, S}) when is_boolean(P) ->
+    check_config(T, {P, Tags, S});
+check_config([{tags, all} | T], {P, _, S}) ->
+    check_config(T, {P, true, S});
+check_config([{tags, Tags} = O | T], {P, _, S}) when is_list(Tags) ->
+    case Tags =/= [] andalso lists:all(fun(Tag) -> lists:member(Tag, ?TAGS) end, Tags) of
+        true -> check_config(T, {P, lists:usort(Tags), S});
+        false -> {error, {badopt, O}}
+    end;
+check_config([{sample, N} | T], {P, Tags, _}) when is_integer(N), N >= 1, N < 1 bsl 32 ->
+    check_config(T, {P, Tags, N});
+check_config([O | _], _) ->
+    {error, {badopt, O}}.
+
+set_nif(_Ring, _Paused, _Tags, _Sample) ->
+    erlang:nif_error(not_loaded).
+
 %% @doc Removes and returns every event recorded so far, oldest first.
 %% Events of one traced process come in the order they happened; events of
 %% different processes are merged by time. Several processes may drain one
@@ -194,10 +242,12 @@ drain_chunk(_Ring, _Max) ->
 %% `dropped' were offered but not recorded (the ring was full, or the event
 %% came from a thread without a ring of its own): their sum is every event
 %% the VM offered. `overwritten' recorded events gave way to newer ones
-%% (policy `overwrite'); `filtered' were refused by the `tags' option;
+%% (policy `overwrite');
+%% `filtered' were refused by the `tags', `paused' or `sample' settings;
 %% `drained' were handed out by drain; `buffered' wait to be drained;
 %% `bytes' were written into the rings in all; `producers' is the number
-%% of threads that have a ring.
+%% of threads that have a ring. `paused', `sample' and `tags' are the
+%% current settings (see {@link set/2}).
 -spec stats(ring()) -> stats().
 stats(_Ring) ->
     erlang:nif_error(not_loaded).

@@ -11,14 +11,15 @@
          session_handle_collected/1, ring_handle_collected/1,
          drain_from_many_processes/1, order_per_tracee_across_schedulers/1,
          drop_accounting_is_exact/1, overwrite_keeps_newest/1,
-         not_a_ring_as_state/1, legacy_and_seq_tracer_apis/1]).
+         not_a_ring_as_state/1, legacy_and_seq_tracer_apis/1,
+         set_takes_effect_on_every_thread/1, set_sample/1]).
 
 all() ->
     [close_during_tracing, destroy_session_during_tracing,
      session_handle_collected, ring_handle_collected,
      drain_from_many_processes, order_per_tracee_across_schedulers,
      drop_accounting_is_exact, overwrite_keeps_newest, not_a_ring_as_state,
-     legacy_and_seq_tracer_apis].
+     legacy_and_seq_tracer_apis, set_takes_effect_on_every_thread, set_sample].
 
 init_per_testcase(_, Config) ->
     Config.
@@ -297,3 +298,59 @@ legacy_and_seq_tracer_apis(_Config) ->
     seq_trace:print(9, hello),
     seq_trace:set_token([]),
     ?assertEqual([{seq_trace, 9, {print, {0, 1}, Self, [], hello}}], tracekit_ring:drain(R)).
+
+%% Senders on every scheduler; each set/2 holds for all of them as soon as
+%% it returns.
+set_takes_effect_on_every_thread(_Config) ->
+    {ok, R} = tracekit_ring:new(#{size => 1 bsl 20, policy => overwrite}),
+    S = trace:session_create(set_live, {tracekit_ring, R}, []),
+    Ps = senders(4 * erlang:system_info(schedulers)),
+    [1 = trace:process(S, P, true, [send, 'receive']) || P <- Ps],
+    timer:sleep(50),
+    %% Paused: not one more event once set/2 has returned.
+    ok = tracekit_ring:set(R, #{paused => true}),
+    #{written := W1} = tracekit_ring:stats(R),
+    timer:sleep(100),
+    #{written := W2, filtered := F2} = tracekit_ring:stats(R),
+    ?assertEqual(W1, W2),
+    ?assert(F2 > 0),
+    %% Resumed, sends only: after the call, no receive is recorded.
+    ok = tracekit_ring:set(R, #{paused => false, tags => [send]}),
+    _ = tracekit_ring:drain(R),
+    timer:sleep(100),
+    Evs = tracekit_ring:drain(R),
+    ?assert(length(Evs) > 100),
+    ?assertEqual([send], lists:usort([element(3, E) || E <- Evs])),
+    %% And back.
+    ok = tracekit_ring:set(R, #{tags => all}),
+    _ = tracekit_ring:drain(R),
+    timer:sleep(100),
+    Tags = lists:usort([element(3, E) || E <- tracekit_ring:drain(R)]),
+    ?assertEqual(['receive', send], Tags),
+    stop(Ps),
+    trace:session_destroy(S).
+
+%% sample => N keeps every Nth event of each thread: against the count of
+%% what the VM offered (a parallel tracekit_count session), the ring keeps
+%% a tenth, give or take one per producer thread.
+set_sample(_Config) ->
+    {ok, R} = tracekit_ring:new(#{size => 8 bsl 20}),
+    {ok, C} = tracekit_count:new(),
+    ok = tracekit_ring:set(R, #{sample => 10}),
+    S1 = trace:session_create(sample_ring, {tracekit_ring, R}, []),
+    S2 = trace:session_create(sample_count, {tracekit_count, C}, []),
+    Self = self(),
+    Ps = [spawn(fun() -> receive go -> [self() ! I || I <- lists:seq(1, 20000)],
+                                       Self ! {done, self()} end end)
+          || _ <- lists:seq(1, 8)],
+    [1 = trace:process(S, P, true, [send]) || P <- Ps, S <- [S1, S2]],
+    [P ! go || P <- Ps],
+    [receive {done, P} -> ok end || P <- Ps],
+    tk_collector:wait_dead(Ps),
+    #{send := Offered} = tracekit_count:read(C),
+    #{written := Written, filtered := Filtered, producers := Producers} = tracekit_ring:stats(R),
+    ct:log("offered ~p written ~p filtered ~p producers ~p",
+           [Offered, Written, Filtered, Producers]),
+    ?assertEqual(Offered, Written + Filtered),
+    ?assert(abs(Written - Offered / 10) =< Producers + 1),
+    [trace:session_destroy(S) || S <- [S1, S2]].

@@ -201,3 +201,38 @@ badarg_test_() ->
      || F <- [drain, stats, close], X <- [undefined, make_ref(), self(), "r"]] ++
     [?_assertError(badarg, tracekit_ring:drain(element(2, tracekit_ring:new()), 0)),
      ?_assertError(badarg, tracekit_ring:drain(element(2, tracekit_ring:new()), x))].
+
+set_paused_and_tags_test() ->
+    R = ring(#{}),
+    Self = self(),
+    ?assertMatch(#{paused := false, sample := 1, tags := all}, tracekit_ring:stats(R)),
+    ok = tracekit_ring:set(R, #{paused => true}),
+    ?assertEqual(discard, tracekit_ring:enabled_send(send, R, Self)),
+    %% trace_* checks again: an event enabled before set/2 is not recorded.
+    ok = tracekit_ring:trace_send(send, R, Self, late, #{}),
+    ?assertEqual([], tracekit_ring:drain(R)),
+    ok = tracekit_ring:set(R, #{paused => false, tags => [call]}),
+    ?assertEqual(discard, tracekit_ring:enabled_send(send, R, Self)),
+    ?assertEqual(trace, tracekit_ring:enabled_call(call, R, Self)),
+    ?assertEqual(trace, tracekit_ring:enabled(trace_status, R, Self)),
+    ?assertMatch(#{paused := false, tags := [call], filtered := 3}, tracekit_ring:stats(R)),
+    ok = tracekit_ring:set(R, #{tags => all}),
+    ?assertEqual(trace, tracekit_ring:enabled_send(send, R, Self)).
+
+set_sample_test() ->
+    R = ring(#{}),
+    ok = tracekit_ring:set(R, #{sample => 3}),
+    Answers = [tracekit_ring:enabled_send(send, R, self()) || _ <- lists:seq(1, 3000)],
+    Traced = length([A || A <- Answers, A =:= trace]),
+    %% Every third per scheduler thread: 1000, a little less if this
+    %% process moved between threads.
+    ?assert(Traced =< 1000 andalso Traced >= 1000 - erlang:system_info(schedulers)),
+    ?assertMatch(#{sample := 3}, tracekit_ring:stats(R)).
+
+set_bad_config_test_() ->
+    R = ring(#{}),
+    [?_assertEqual({error, {badopt, O}}, tracekit_ring:set(R, maps:from_list([O])))
+     || O <- [{paused, 'maybe'}, {tags, [bogus]}, {tags, []}, {sample, 0},
+              {sample, -1}, {sample, 1.5}, {colour, red}]] ++
+    [?_assertEqual({error, {badopt, x}}, tracekit_ring:set(R, x)),
+     ?_assertError(badarg, tracekit_ring:set(make_ref(), #{paused => true}))].

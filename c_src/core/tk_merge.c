@@ -4,7 +4,8 @@
 
 #include "tk_mem.h"
 
-/* A staged record: stamp, payload length, payload padded to 8 bytes. */
+/* A source's staged records, in the ring's record format (header word,
+ * stamp word, payload padded to 8 bytes), as tk_ring_take copies them. */
 struct tk_merge_src {
     unsigned char *buf;
     size_t cap, rd, wr; /* bytes: consumed up to rd, filled up to wr */
@@ -12,19 +13,21 @@ struct tk_merge_src {
     uint64_t newest;    /* stamp of the last record staged */
 };
 
-#define STAGED_HDR 16u
-
-static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+/* Bytes one take may copy: enough for the largest record, and large
+ * enough batches that the per-batch validation is cheap. */
+#define TAKE_MIN (64 * 1024)
 
 int tk_merge_init(tk_merge *m, unsigned nsrc, size_t max_payload)
 {
     m->nsrc = nsrc;
+    m->nactive = 0;
     m->src = tk_mem_zalloc(nsrc * sizeof *m->src);
     m->h1 = tk_mem_zalloc(nsrc * sizeof *m->h1);
-    m->tmp_cap = pad8(max_payload);
-    m->tmp = tk_mem_alloc(m->tmp_cap);
+    m->active = tk_mem_zalloc(nsrc * sizeof *m->active);
+    size_t rec = (TK_RING_HEADER + max_payload + 7) & ~(size_t)7;
+    m->take = rec > TAKE_MIN ? rec : TAKE_MIN;
     m->bound = 0;
-    if (m->src == NULL || m->h1 == NULL || m->tmp == NULL) {
+    if (m->src == NULL || m->h1 == NULL || m->active == NULL) {
         tk_merge_destroy(m);
         return -1;
     }
@@ -38,10 +41,10 @@ void tk_merge_destroy(tk_merge *m)
             tk_mem_free(m->src[i].buf);
     tk_mem_free(m->src);
     tk_mem_free(m->h1);
-    tk_mem_free(m->tmp);
+    tk_mem_free(m->active);
     m->src = NULL;
     m->h1 = NULL;
-    m->tmp = NULL;
+    m->active = NULL;
 }
 
 /* Room for `need` more bytes at the end of s's buffer. */
@@ -61,12 +64,35 @@ static int reserve(tk_merge_src *s, size_t need)
     size_t cap = s->cap ? s->cap : 4096;
     while (cap < s->wr + need)
         cap *= 2;
-    unsigned char *b = tk_mem_realloc(s->buf, s->cap, cap);
+    unsigned char *b = tk_mem_realloc(s->buf, s->wr, cap);
     if (b == NULL)
         return -1;
     s->buf = b;
     s->cap = cap;
     return 0;
+}
+
+static inline uint64_t word_at(const unsigned char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+/* Counts the records of a batch just copied to s->buf + at, and notes the
+ * first one at or after position h1 (a "late" record) in *bound. */
+static void scan_batch(tk_merge_src *s, size_t at, size_t n, uint64_t from,
+                       uint64_t h1, uint64_t *bound)
+{
+    for (size_t off = 0; off < n;) {
+        uint64_t hdr = word_at(s->buf + at + off);
+        uint64_t stamp = word_at(s->buf + at + off + 8);
+        if (from + off >= h1 && stamp < *bound)
+            *bound = stamp;
+        s->newest = stamp;
+        s->count++;
+        off += tk_ring_rec_total(hdr);
+    }
 }
 
 int tk_merge_collect(tk_merge *m, _Atomic(tk_ring *) *rings, size_t limit)
@@ -81,38 +107,35 @@ int tk_merge_collect(tk_merge *m, _Atomic(tk_ring *) *rings, size_t limit)
         tk_ring *r = atomic_load_explicit(&rings[i], memory_order_acquire);
         m->h1[i] = r != NULL ? tk_ring_head(r) : 0;
     }
-    /* Second pass: H2, and take records up to it. */
+    /* Second pass: H2, and take records up to it, in batches. */
     for (unsigned i = 0; i < m->nsrc; i++) {
         tk_ring *r = atomic_load_explicit(&rings[i], memory_order_acquire);
         if (r == NULL)
             continue;
         uint64_t h2 = tk_ring_head(r);
         tk_merge_src *s = &m->src[i];
-        tk_ring_rec rec;
+        size_t before = s->count;
         int cut = 0;
         for (;;) {
             if (limit != 0 && s->count >= limit) {
                 cut = 1;
                 break;
             }
-            if (reserve(s, STAGED_HDR + m->tmp_cap) != 0) {
+            if (reserve(s, m->take) != 0) {
                 cut = 1;
                 rc = -1;
                 break;
             }
-            if (!tk_ring_pop(r, h2, m->tmp, m->tmp_cap, &rec))
+            uint64_t from;
+            size_t recs = limit != 0 ? limit - s->count : SIZE_MAX;
+            size_t n = tk_ring_take(r, h2, s->buf + s->wr, m->take, &recs, &from);
+            if (n == 0)
                 break;
-            unsigned char *d = s->buf + s->wr;
-            uint64_t len64 = rec.len;
-            memcpy(d, &rec.stamp, 8);
-            memcpy(d + 8, &len64, 8);
-            memcpy(d + STAGED_HDR, m->tmp, rec.len);
-            s->wr += STAGED_HDR + pad8(rec.len);
-            s->count++;
-            s->newest = rec.stamp;
-            if (rec.pos >= m->h1[i] && rec.stamp < bound)
-                bound = rec.stamp; /* first late record of this ring */
+            scan_batch(s, s->wr, n, from, m->h1[i], &bound);
+            s->wr += n;
         }
+        if (before == 0 && s->count > 0)
+            m->active[m->nactive++] = i;
         /* Records left behind in the ring have stamps >= the newest one
          * staged from it, and whatever happened after one of them has a
          * larger stamp still (an ordered clock does not repeat a reading
@@ -131,29 +154,28 @@ int tk_merge_collect(tk_merge *m, _Atomic(tk_ring *) *rings, size_t limit)
 int tk_merge_next(tk_merge *m, const void **payload, size_t *len,
                   uint64_t *stamp)
 {
+    /* Only sources with staged records are looked at (a handful: one per
+     * producer thread that has been busy). */
     int best = -1;
     uint64_t best_stamp = 0;
-    for (unsigned i = 0; i < m->nsrc; i++) {
-        tk_merge_src *s = &m->src[i];
-        if (s->count == 0)
-            continue;
-        uint64_t st;
-        memcpy(&st, s->buf + s->rd, 8);
+    for (unsigned k = 0; k < m->nactive; k++) {
+        tk_merge_src *s = &m->src[m->active[k]];
+        uint64_t st = word_at(s->buf + s->rd + 8);
         if (best < 0 || st < best_stamp) {
-            best = (int)i;
+            best = (int)k;
             best_stamp = st;
         }
     }
     if (best < 0 || (m->bound != UINT64_MAX && best_stamp >= m->bound))
         return 0;
-    tk_merge_src *s = &m->src[best];
-    uint64_t len64;
-    memcpy(&len64, s->buf + s->rd + 8, 8);
-    *payload = s->buf + s->rd + STAGED_HDR;
-    *len = (size_t)len64;
+    tk_merge_src *s = &m->src[m->active[best]];
+    uint64_t hdr = word_at(s->buf + s->rd);
+    *payload = s->buf + s->rd + TK_RING_HEADER;
+    *len = tk_ring_rec_payload(hdr);
     *stamp = best_stamp;
-    s->rd += STAGED_HDR + pad8((size_t)len64);
-    s->count--;
+    s->rd += tk_ring_rec_total(hdr);
+    if (--s->count == 0) /* drop it from the active list */
+        m->active[best] = m->active[--m->nactive];
     return 1;
 }
 

@@ -40,8 +40,9 @@ typedef struct tk_merge_src tk_merge_src;
 typedef struct {
     unsigned nsrc;
     tk_merge_src *src;
-    unsigned char *tmp; /* pop buffer */
-    size_t tmp_cap;
+    unsigned *active;   /* sources with staged records */
+    unsigned nactive;
+    size_t take;        /* bytes per batch taken from a ring */
     uint64_t bound;     /* records with stamp < bound may be handed out */
     uint64_t *h1;       /* per-collect scratch */
 } tk_merge;

@@ -214,6 +214,55 @@ int tk_ring_pop(tk_ring *r, uint64_t limit, void *buf, size_t cap,
     }
 }
 
+size_t tk_ring_take(tk_ring *r, uint64_t limit, void *dst, size_t cap,
+                    size_t *nrecs, uint64_t *from)
+{
+    unsigned char *out = dst;
+    size_t max_recs = *nrecs;
+    for (;;) {
+        uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (t >= limit)
+            return 0;
+        /* Copy whole records while they fit, checking each header: in
+         * overwrite mode the producer may be rewriting them under us, and
+         * a torn header must not send us astray (the CAS below then
+         * fails anyway). */
+        uint64_t pos = t;
+        size_t n = 0, recs = 0;
+        while (pos < limit && recs < max_recs) {
+            uint64_t hdr = load_word(r, pos);
+            uint64_t total = HDR_TOTAL(hdr);
+            if (total < TK_RING_HEADER || (total & 7) != 0 ||
+                total > r->size / 4 || HDR_PAYLOAD(hdr) > total - TK_RING_HEADER ||
+                n + total > cap)
+                break;
+            for (uint64_t i = 0; i < total; i += 8) {
+                uint64_t w = load_word(r, pos + i);
+                memcpy(out + n + i, &w, 8);
+            }
+            n += total;
+            pos += total;
+            recs++;
+        }
+        /* The same pairing as in tk_ring_pop, once for the batch. */
+        atomic_thread_fence(memory_order_acquire);
+        uint64_t expect = t;
+        if (n == 0) {
+            if (atomic_load_explicit(&r->tail, memory_order_relaxed) != t)
+                continue;
+            return 0; /* cap too small for the next record */
+        }
+        if (atomic_compare_exchange_strong_explicit(&r->tail, &expect, t + n,
+                                                    memory_order_release,
+                                                    memory_order_relaxed)) {
+            *from = t;
+            *nrecs = recs;
+            return n;
+        }
+        /* The producer evicted records we copied: start again. */
+    }
+}
+
 uint64_t tk_ring_used(tk_ring *r)
 {
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);

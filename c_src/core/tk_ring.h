@@ -107,6 +107,21 @@ typedef struct {
 int tk_ring_pop(tk_ring *r, uint64_t limit, void *buf, size_t cap,
                 tk_ring_rec *rec);
 
+/* Consumer: removes the oldest records that start before `limit`, as many
+ * whole records as fit in `cap` bytes (and at most *nrecs records; on
+ * return *nrecs is the number taken), and copies them (headers included,
+ * in the ring's record format: header word, stamp word, payload padded to
+ * 8 bytes) into dst. One validation for the whole batch (see
+ * tk_ring_pop). Returns the bytes copied (0: none) and sets *from to the
+ * position of the first record. cap must be at least size / 4 for progress
+ * with the largest records. */
+size_t tk_ring_take(tk_ring *r, uint64_t limit, void *dst, size_t cap,
+                    size_t *nrecs, uint64_t *from);
+
+/* Reading records in the format tk_ring_take copies. */
+static inline size_t tk_ring_rec_total(uint64_t hdr) { return (size_t)(hdr & 0xffffffffu); }
+static inline size_t tk_ring_rec_payload(uint64_t hdr) { return (size_t)(hdr >> 32); }
+
 /* Bytes currently held (published and not yet consumed or evicted). */
 uint64_t tk_ring_used(tk_ring *r);
 

@@ -218,6 +218,17 @@ void enc_term(ErlNifEnv *env, enc_buf *b, ERL_NIF_TERM t)
     enc_rec(env, b, t, b->end, 0);
 }
 
+void enc_pid_or_term(ErlNifEnv *env, enc_buf *b, ERL_NIF_TERM t)
+{
+    ErlNifPid pid;
+    if (room(b, b->end) >= 9 && enif_get_local_pid(env, t, &pid)) {
+        enc_u8(b, T_PID);
+        enc_word(b, (uint64_t)t);
+        return;
+    }
+    enc_term(env, b, t);
+}
+
 void enc_term_budget(ErlNifEnv *env, enc_buf *b, ERL_NIF_TERM t,
                      size_t budget)
 {

@@ -19,6 +19,7 @@
 
 #include "tk_keymap.h"
 #include "tk_merge.h"
+#include "tk_pub.h"
 #include "tk_ring.h"
 #include "tk_thread.h"
 
@@ -36,10 +37,20 @@ typedef enum {
     PART_SEQ       /* the last element of the seq_trace info tuple */
 } payload_part;
 
-/* Counter on its own cache line: one per producer slot. */
+/* What set/2 changes while tracing runs: published through tk_pub, read
+ * without locks by every callback. */
 typedef struct {
-    alignas(64) _Atomic uint64_t n;
-} slot_counter;
+    bool paused;
+    bool all_tags;                     /* no tag filter: skip the lookup */
+    uint32_t sample;                   /* keep every Nth event; 1 = all */
+    uint64_t tags[TK_KEYMAP_CAP / 64]; /* tag filter over tag indexes */
+} ring_cfg;
+
+/* Per producer slot, on its own cache line. */
+typedef struct {
+    alignas(64) _Atomic uint64_t filtered; /* refused by the configuration */
+    uint64_t tick;                         /* events seen, for sampling */
+} slot_state;
 
 typedef struct {
     /* Configuration, fixed at creation. */
@@ -47,12 +58,15 @@ typedef struct {
     tk_ring_policy policy;
     payload_mode payload;
     size_t max_bytes;      /* PAYLOAD_MAX: bytes per payload term */
-    uint64_t tags[TK_KEYMAP_CAP / 64]; /* tag filter over tag indexes */
     size_t reserve;        /* drop mode: free bytes enabled_* requires */
+
+    /* Configuration that set/2 changes (ring_cfg). */
+    tk_pub cfg;
+    bool cfg_ready;        /* cfg initialised (the destructor checks) */
 
     atomic_bool closed;
     _Atomic(tk_ring *) producers[TK_THREAD_SLOTS];
-    slot_counter filtered[TK_THREAD_SLOTS]; /* refused by the tag filter */
+    slot_state slots[TK_THREAD_SLOTS];
     _Atomic uint64_t lost;  /* dropped outside any producer ring: threads
                                past the slot table, ring allocation failed */
 
@@ -81,7 +95,7 @@ void scratch_free_all(void);
     X(strict_monotonic) X(true) X(false) X(undefined) X(drop) X(overwrite)  \
     X(written) X(dropped) X(overwritten) X(bytes) X(producers) X(filtered)  \
     X(buffered) X(drained) X(size) X(policy) X(closed) X(enomem)            \
-    X(truncated)
+    X(truncated) X(paused) X(sample) X(tags) X(all)
 #define ATOM_DECL(a) extern ERL_NIF_TERM am_##a;
 ATOMS(ATOM_DECL)
 #undef ATOM_DECL
@@ -109,6 +123,9 @@ void enc_term(ErlNifEnv *env, enc_buf *b, ERL_NIF_TERM t);
 /* Encodes `t` within `budget` bytes, the rest replaced by markers. */
 void enc_term_budget(ErlNifEnv *env, enc_buf *b, ERL_NIF_TERM t,
                      size_t budget);
+/* Encodes a term that is most often a local pid (a tracee, a receiver):
+ * one NIF call in that case. */
+void enc_pid_or_term(ErlNifEnv *env, enc_buf *b, ERL_NIF_TERM t);
 /* Encodes the truncation marker '...'. */
 void enc_marker(enc_buf *b);
 /* Encodes the payload part of the trace term or the extra term according

@@ -66,6 +66,8 @@ static void ring_dtor(ErlNifEnv *env, void *obj)
         }
     }
     tk_merge_destroy(&r->merge);
+    if (r->cfg_ready)
+        tk_pub_destroy(&r->cfg);
     if (r->lock != NULL)
         enif_mutex_destroy(r->lock);
 }
@@ -137,6 +139,29 @@ static void unload(ErlNifEnv *env, void *priv)
     tk_thread_fini();
 }
 
+/* Tags: `true' for all, or a list of known tag atoms. 0, or -1 if bad. */
+static int parse_tags(ErlNifEnv *env, ERL_NIF_TERM t, ring_cfg *c)
+{
+    if (t == am_true) {
+        memset(c->tags, 0xff, sizeof c->tags);
+        c->all_tags = true;
+        return 0;
+    }
+    unsigned len;
+    if (!enif_get_list_length(env, t, &len))
+        return -1;
+    memset(c->tags, 0, sizeof c->tags);
+    c->all_tags = false;
+    ERL_NIF_TERM head, tail = t;
+    while (enif_get_list_cell(env, tail, &head, &tail)) {
+        int i = tk_keymap_find(&tag_index, (uint64_t)head);
+        if (i < 0)
+            return -1;
+        c->tags[i >> 6] |= 1ull << (i & 63);
+    }
+    return 0;
+}
+
 /* ---- new(Size, Policy, Payload, MaxBytes, Tags) ---------------------------
  * Arguments are checked by tracekit_ring:new/1; here only their types. */
 
@@ -179,19 +204,16 @@ static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     r->reserve = mode == PAYLOAD_NONE ? 64 : 256;
     if (r->reserve > maxp)
         r->reserve = maxp;
-    if (argv[4] == am_true) {
-        memset(r->tags, 0xff, sizeof r->tags);
-    } else {
-        ERL_NIF_TERM head, tail = argv[4];
-        while (enif_get_list_cell(env, tail, &head, &tail)) {
-            int i = tk_keymap_find(&tag_index, (uint64_t)head);
-            if (i < 0) {
-                enif_release_resource(r);
-                return enif_make_badarg(env);
-            }
-            r->tags[i >> 6] |= 1ull << (i & 63);
-        }
+    ring_cfg cfg = {.paused = false, .sample = 1};
+    if (parse_tags(env, argv[4], &cfg) != 0) {
+        enif_release_resource(r);
+        return enif_make_badarg(env);
     }
+    if (tk_pub_init(&r->cfg, sizeof cfg, &cfg) != 0) {
+        enif_release_resource(r);
+        return enif_raise_exception(env, am_enomem);
+    }
+    r->cfg_ready = true;
     r->lock = enif_mutex_create("tracekit_ring");
     if (r->lock == NULL || tk_merge_init(&r->merge, TK_THREAD_SLOTS,
                                          maxp < SCRATCH_SIZE ? maxp
@@ -223,7 +245,7 @@ static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     uint64_t written = 0, dropped = 0, overwritten = 0, bytes = 0, filtered = 0;
     unsigned producers = 0;
     for (unsigned i = 0; i < TK_THREAD_SLOTS; i++) {
-        filtered += atomic_load_explicit(&r->filtered[i].n, memory_order_relaxed);
+        filtered += atomic_load_explicit(&r->slots[i].filtered, memory_order_relaxed);
         tk_ring *ring = atomic_load_explicit(&r->producers[i], memory_order_acquire);
         if (ring == NULL)
             continue;
@@ -245,9 +267,20 @@ static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     if (buffered < staged)
         buffered = staged;
 
+    ring_cfg cfg;
+    tk_pub_get(&r->cfg, &cfg);
+    ERL_NIF_TERM tags = am_all;
+    if (!cfg.all_tags) {
+        tags = enif_make_list(env, 0);
+        for (int i = TK_KEYMAP_CAP - 1; i >= 0; i--)
+            if ((cfg.tags[i >> 6] >> (i & 63)) & 1)
+                tags = enif_make_list_cell(
+                    env, (ERL_NIF_TERM)tk_keymap_key(&tag_index, i), tags);
+    }
     ERL_NIF_TERM keys[] = {am_written, am_dropped, am_overwritten, am_bytes,
                            am_producers, am_filtered, am_drained, am_buffered,
-                           am_size, am_policy, am_closed};
+                           am_size, am_policy, am_closed, am_paused,
+                           am_sample, am_tags};
     ERL_NIF_TERM vals[] = {
         enif_make_uint64(env, written), enif_make_uint64(env, dropped),
         enif_make_uint64(env, overwritten), enif_make_uint64(env, bytes),
@@ -255,10 +288,40 @@ static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
         enif_make_uint64(env, drained), enif_make_uint64(env, buffered),
         enif_make_uint64(env, r->size),
         r->policy == TK_RING_DROP ? am_drop : am_overwrite,
-        atomic_load(&r->closed) ? am_true : am_false};
+        atomic_load(&r->closed) ? am_true : am_false,
+        cfg.paused ? am_true : am_false, enif_make_uint(env, cfg.sample), tags};
     ERL_NIF_TERM map;
     enif_make_map_from_arrays(env, keys, vals, sizeof keys / sizeof keys[0], &map);
     return map;
+}
+
+/* set_nif(Ring, Paused, Tags, Sample): each `undefined' or a new value
+ * (checked by tracekit_ring:set/2). Returns when every callback that could
+ * act on the old configuration has finished. Runs on a dirty scheduler: the
+ * grace period can take a while if a reader thread is descheduled. */
+static ERL_NIF_TERM set_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    ring_res *r = get_ring(env, argv[0]);
+    unsigned sample = 0;
+    ring_cfg tags;
+    if (r == NULL ||
+        !(argv[1] == am_undefined || argv[1] == am_true || argv[1] == am_false) ||
+        !(argv[2] == am_undefined || parse_tags(env, argv[2], &tags) == 0) ||
+        !(argv[3] == am_undefined ||
+          (enif_get_uint(env, argv[3], &sample) && sample >= 1)))
+        return enif_make_badarg(env);
+    ring_cfg *c = tk_pub_stage(&r->cfg);
+    if (argv[1] != am_undefined)
+        c->paused = argv[1] == am_true;
+    if (argv[2] != am_undefined) {
+        memcpy(c->tags, tags.tags, sizeof c->tags);
+        c->all_tags = tags.all_tags;
+    }
+    if (argv[3] != am_undefined)
+        c->sample = sample;
+    tk_pub_commit(&r->cfg);
+    return am_ok;
 }
 
 /* drain_chunk(Ring, Max) -> [Event] with at most min(Max, DRAIN_CHUNK). */
@@ -307,6 +370,7 @@ static ErlNifFunc funcs[] = {
     {"stats", 1, stats_nif, 0},
     {"drain_chunk", 2, drain_nif, 0},
     {"alive", 0, alive_nif, 0},
+    {"set_nif", 4, set_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     CB(generic, "enabled", "trace")
     CB(send, "enabled_send", "trace_send")
     CB(receive, "enabled_receive", "trace_receive")

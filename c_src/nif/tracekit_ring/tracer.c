@@ -24,13 +24,30 @@ static inline ring_res *ring_of(ErlNifEnv *env, ERL_NIF_TERM state)
     return r;
 }
 
-static inline bool tag_wanted(const ring_res *r, int idx)
+#if TK_PUB_SLOTS != TK_THREAD_SLOTS
+#error "configuration readers use the thread registry's slots"
+#endif
+
+/* Whether the configuration lets events with this tag through. */
+static inline bool cfg_wants(const ring_cfg *c, ERL_NIF_TERM tag)
 {
-    /* Tags unknown when the library was loaded are recorded unless a
-     * filter was given (the filter names known tags only). */
-    if (idx < 0)
-        return r->tags[0] == UINT64_MAX;
-    return (r->tags[idx >> 6] >> (idx & 63)) & 1;
+    if (c->paused)
+        return false;
+    if (c->all_tags)
+        return true;
+    /* The filter names known tags only: other tags are refused. */
+    int idx = tk_keymap_find(&tag_index, (uint64_t)tag);
+    return idx >= 0 && ((c->tags[idx >> 6] >> (idx & 63)) & 1);
+}
+
+static inline void count_filtered(ring_res *r, unsigned slot)
+{
+    if (slot < TK_THREAD_SHARED) {
+        /* Single writer: load + store. */
+        _Atomic uint64_t *c = &r->slots[slot].filtered;
+        atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    }
 }
 
 static inline void count_lost(ring_res *r)
@@ -76,13 +93,20 @@ static ERL_NIF_TERM enabled_any(ErlNifEnv *env, int argc,
         return am_trace;
 
     unsigned slot = tk_thread_slot();
-    if (!tag_wanted(r, tk_keymap_find(&tag_index, (uint64_t)tag))) {
-        if (slot < TK_THREAD_SHARED) {
-            _Atomic uint64_t *c = &r->filtered[slot].n;
-            atomic_store_explicit(
-                c, atomic_load_explicit(c, memory_order_relaxed) + 1,
-                memory_order_relaxed);
-        }
+    /* The configuration may change at any time (set/2): read it in a
+     * section, which set/2 waits for before it returns. */
+    const ring_cfg *c = tk_pub_read_begin(&r->cfg, slot);
+    bool wanted = cfg_wants(c, tag);
+    uint32_t sample = c->sample;
+    tk_pub_read_end(&r->cfg, slot);
+    if (!wanted) {
+        count_filtered(r, slot);
+        return am_discard;
+    }
+    /* Sampling: every Nth event of this thread goes through. */
+    if (sample > 1 && slot < TK_THREAD_SHARED &&
+        ++r->slots[slot].tick % sample != 0) {
+        count_filtered(r, slot);
         return am_discard;
     }
     if (r->policy == TK_RING_DROP) {
@@ -142,6 +166,15 @@ static ERL_NIF_TERM trace_any(ErlNifEnv *env, int argc,
     if (r == NULL || atomic_load_explicit(&r->closed, memory_order_relaxed))
         return am_ok;
     unsigned slot = tk_thread_slot();
+    /* Checked again here: enabled_* may have answered before a set/2 that
+     * has since returned. (Sampling was decided there.) */
+    const ring_cfg *c = tk_pub_read_begin(&r->cfg, slot);
+    bool wanted = cfg_wants(c, tag);
+    tk_pub_read_end(&r->cfg, slot);
+    if (!wanted) {
+        count_filtered(r, slot);
+        return am_ok;
+    }
     tk_ring *ring = own_ring(r, slot);
     unsigned char *buf = ring != NULL ? scratch_buffer(slot) : NULL;
     if (buf == NULL) {
@@ -166,15 +199,19 @@ static ERL_NIF_TERM trace_any(ErlNifEnv *env, int argc,
             ts_kind = ts_kind_of(tsv);
     }
 
-    int idx = tk_keymap_find(&tag_index, (uint64_t)tag);
-    payload_part part = idx >= 0 ? (payload_part)tag_part[idx] : PART_NONE;
+    payload_part part = PART_NONE;
+    if (r->payload != PAYLOAD_FULL) {
+        int idx = tk_keymap_find(&tag_index, (uint64_t)tag);
+        if (idx >= 0)
+            part = (payload_part)tag_part[idx];
+    }
     size_t cap = tk_ring_max_payload(ring);
     enc_buf b = {buf, buf + (cap < SCRATCH_SIZE ? cap : SCRATCH_SIZE)};
     unsigned char *end = b.end;
 
     enc_u8(&b, flags | ts_kind << 4);
     enc_word(&b, (uint64_t)tag);
-    enc_term(env, &b, argv[2]); /* tracee, or the label for seq_trace */
+    enc_pid_or_term(env, &b, argv[2]); /* tracee, or seq_trace's label */
     if (ts_kind != TS_NONE)
         enc_term(env, &b, make_ts(env, ts_kind));
     if (flags & REC_SCHED)
@@ -185,7 +222,10 @@ static ERL_NIF_TERM trace_any(ErlNifEnv *env, int argc,
         /* The extra term may take half of what is left; the trace term
          * gets the rest. */
         b.end = b.p + (size_t)(end - b.p) / 2;
-        enc_payload(env, &b, r, part, true, extra);
+        if (part == PART_MSG || r->payload == PAYLOAD_FULL)
+            enc_pid_or_term(env, &b, extra); /* often a receiver's pid */
+        else
+            enc_payload(env, &b, r, part, true, extra);
         b.end = end;
     }
     enc_payload(env, &b, r, part, false, argv[3]);
