@@ -70,9 +70,9 @@ what(return_to, [{M, F, A} | Extra], O) ->
 what(return_to, [undefined | Extra], O) ->
     ["returned to an untraced function", extra(Extra, O)];
 what(send, [Msg, To | Extra], O) ->
-    ["! ", term(Msg, O), " -> ", pid(To, O), extra(Extra, O)];
+    ["! ", term(Msg, O), " -> ", dest(To, O), extra(Extra, O)];
 what(send_to_non_existing_process, [Msg, To | Extra], O) ->
-    ["! ", term(Msg, O), " -> ", pid(To, O), " (no such process)",
+    ["! ", term(Msg, O), " -> ", dest(To, O), " (no such process)",
      extra(Extra, O)];
 what('receive', [Msg | Extra], O) ->
     ["<< ", term(Msg, O), extra(Extra, O)];
@@ -106,7 +106,7 @@ seq(Label, Info) ->
     fun(O) -> ["seq_trace ", term(Label, O), ": ", seq_info(Info, O)] end.
 
 seq_info({send, Serial, From, To, Msg}, O) ->
-    [pid(From, O), " ! ", term(Msg, O), " -> ", pid(To, O), " ", serial(Serial)];
+    [pid(From, O), " ! ", term(Msg, O), " -> ", dest(To, O), " ", serial(Serial)];
 seq_info({'receive', Serial, From, To, Msg}, O) ->
     [pid(To, O), " << ", term(Msg, O), " from ", pid(From, O), " ", serial(Serial)];
 seq_info({print, Serial, From, _, Info}, O) ->
@@ -127,6 +127,11 @@ mfa(M, F, A) ->
     io_lib:format("~tw:~ts/~w", [M, atom(F), A]).
 
 atom(A) -> io_lib:format("~tw", [A]).
+
+%% Where a message was sent: a pid, a registered name or (a reference) an
+%% alias.
+dest(To, O) when is_reference(To) -> ["alias ", term(To, O)];
+dest(To, O) -> pid(To, O).
 
 %% @doc A term shortened to the depth and line length of the options.
 -spec term(term(), opts()) -> unicode:chardata().

@@ -518,9 +518,10 @@ no_match(M, F, A, Fs) ->
                                 [M, F, A, lists:join(", ", [io_lib:format("~tw/~w", [F, X])
                                                             || X <- lists:usort(Arities)])])
           end,
+    Same = [FA || {F1, _} = FA <- Fs, F1 =:= F],
     Exported = [FA || {F1, _} = FA <- M:module_info(exports),
                       F1 =/= module_info],
-    case Exported of
+    case Same ++ Exported of
         [{EF, EA} | _] ->
             io_lib:format("~ts; for example \"~tw:~tw/~w\"", [Why, M, EF, EA]);
         [] ->

@@ -21,6 +21,8 @@ events_test_() ->
      ?_assertEqual("<0.1.0> returned to m:g/0", line({trace, A, return_to, {m, g, 0}})),
      ?_assertEqual("<0.1.0> ! {hello} -> <0.2.0> (my_server)",
                    line({trace, A, send, {hello}, B}, Names)),
+     ?_assertEqual("<0.1.0> ! {ok} -> alias #Ref<0.1.2.3>",
+                   line({trace, A, send, {ok}, list_to_ref("#Ref<0.1.2.3>")})),
      ?_assertEqual("<0.1.0> ! hi -> <0.2.0> (no such process)",
                    line({trace, A, send_to_non_existing_process, hi, B})),
      ?_assertEqual("<0.2.0> (my_server) << {hello}", line({trace, B, 'receive', {hello}}, Names)),
