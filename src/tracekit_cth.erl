@@ -295,7 +295,8 @@ write(#{logfile := undefined, tc := TC}, _Outcome) ->
 write(#{logfile := Log, suite := Suite, tc := TC, events := All, lost := Lost,
         opts := Opts, tc_pid := TcPid, mark := Mark, names := StartNames}, Outcome) ->
     Base = filename:rootname(Log) ++ ".tracekit",
-    Events = body(All, TcPid, Mark),
+    Events = body(All, TcPid, Mark, maps:get(procs, Opts)
+                                     andalso lists:member(testcase, maps:get(processes, Opts))),
     Names = maps:merge(tracekit_format:names(pids(Events)), StartNames),
     FOpts = #{depth => maps:get(depth, Opts), line_length => maps:get(line_length, Opts),
               names => Names},
@@ -313,21 +314,25 @@ write(#{logfile := Log, suite := Suite, tc := TC, events := All, lost := Lost,
     ct:log("tracekit: ~w events of ~tw recorded: ~ts",
            [length(Events), TC, lists:join(", ", Links)]).
 
-%% The events from the call of the test case function to its return or
-%% exception (or to the end, when it was killed). All of them when the
-%% call is not among them (overwritten by later events).
-body(Events, Pid, {M, F, A}) ->
+%% The events from the call of the test case function to its return, its
+%% exception or the exit of the test case process (killed by a timetrap).
+%% All of them when the call is not among them (overwritten by later
+%% events). The process events of the test case process were recorded
+%% for the exit: they stay only when asked for (`Procs').
+body(Events, Pid, {M, F, A}, Procs) ->
     IsCall = fun(E) -> mark(E, Pid) =:= {call, {M, F, A}} end,
-    case lists:splitwith(fun(E) -> not IsCall(E) end, Events) of
-        {_, []} -> Events;
-        {_, [Call | Rest]} -> [Call | upto_end(Rest, Pid, {M, F, A})]
-    end.
+    Body = case lists:splitwith(fun(E) -> not IsCall(E) end, Events) of
+               {_, []} -> Events;
+               {_, [Call | Rest]} -> [Call | upto_end(Rest, Pid, {M, F, A})]
+           end,
+    [E || E <- Body, Procs orelse not is_proc_event(E, Pid) orelse mark(E, Pid) =:= exit].
 
 upto_end([], _, _) -> [];
 upto_end([E | Es], Pid, MFA) ->
     case mark(E, Pid) of
         {return_from, MFA} -> [E];
         {exception_from, MFA} -> [E];
+        exit -> [E];
         _ -> [E | upto_end(Es, Pid, MFA)]
     end.
 
@@ -335,10 +340,16 @@ mark(E, Pid) when element(1, E) =:= trace_ts, element(2, E) =:= Pid ->
     case element(3, E) of
         call -> {call, setelement(3, element(4, E), length(element(3, element(4, E))))};
         Tag when Tag =:= return_from; Tag =:= exception_from -> {Tag, element(4, E)};
+        exit -> exit;
         _ -> none
     end;
 mark(_, _) ->
     none.
+
+is_proc_event(E, Pid) ->
+    element(1, E) =:= trace_ts andalso element(2, E) =:= Pid andalso
+        lists:member(element(3, E), [spawn, spawned, exit, link, unlink, getting_linked,
+                                     getting_unlinked, register, unregister]).
 
 html_link(File, Text) ->
     io_lib:format("<a href=\"~ts\">~ts</a>", [filename:basename(File), Text]).

@@ -18,8 +18,8 @@
 %% tracer while recording, and restores the previous one after);
 %% `events': how many of the last events to keep; `ring_size': bytes per
 %% producer thread; `marks': functions whose calls, returns and exceptions
-%% are recorded in the `mark_process' (to find where a test case body
-%% begins and ends).
+%% are recorded in the `mark_process', with its process events (to find
+%% where a test case body begins and ends, also when it is killed).
 -type spec() :: #{calls := [{tracekit_spec:call(), [tracekit_spec:mfa_pattern()]}],
                   processes := [pid()],
                   messages := boolean(),
@@ -79,7 +79,7 @@ setup(S, Ring, #{calls := Calls, processes := Procs, messages := M,
     Marks = maps:get(marks, Spec, []),
     _ = [trace:function(S, MFA, [{'_', [], [{exception_trace}]}], [local])
          || MFA <- Marks],
-    _ = [try trace:process(S, MP, true, [call, timestamp])
+    _ = [try trace:process(S, MP, true, [call, procs, timestamp])
          catch error:badarg -> 0
          end || Marks =/= [], MP <- [maps:get(mark_process, Spec)]],
     _ = [{trace:process(S, all, true, [call, timestamp]),

@@ -14,6 +14,7 @@
          burst_of_a_million_does_not_flood/1, drop_accounting_is_exact/1,
          rate_limit_stops/1, time_limit_stops/1,
          cleanup_at_limit/1, cleanup_on_stop/1, cleanup_when_caller_dies/1,
+         cleanup_when_tracer_is_killed/1,
          stop_stops_only_the_callers_traces/1, bad_input_traces_nothing/1,
          own_processes_are_not_traced/1, side_by_side_with_dbg/1]).
 %% Traced by the cases.
@@ -26,6 +27,7 @@ all() ->
      burst_of_a_million_does_not_flood, drop_accounting_is_exact,
      rate_limit_stops, time_limit_stops,
      cleanup_at_limit, cleanup_on_stop, cleanup_when_caller_dies,
+     cleanup_when_tracer_is_killed,
      stop_stops_only_the_callers_traces, bad_input_traces_nothing,
      own_processes_are_not_traced, side_by_side_with_dbg].
 
@@ -305,6 +307,15 @@ cleanup_when_caller_dies(Config) ->
     Summary = tk_capture:wait_for(Io, "^tracekit: [0-9]", 5000),
     ?assertEqual("tracekit: 2 events shown, 0 dropped; stopped: the process that "
                  "started the trace exited", Summary),
+    assert_clean(Config, {?MODULE, tick, 1}).
+
+%% Even when the printer process is killed, the session goes with its
+%% handle and the ring with its last reference.
+cleanup_when_tracer_is_killed(Config) ->
+    {ok, T} = tracekit:calls("tracekit_SUITE:tick/1", opts(Config, #{max_time => infinity})),
+    ticks(2),
+    exit(T, kill),
+    tk_collector:wait_dead([T]),
     assert_clean(Config, {?MODULE, tick, 1}).
 
 stop_stops_only_the_callers_traces(Config) ->

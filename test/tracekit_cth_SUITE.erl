@@ -1,7 +1,8 @@
 %% tracekit_cth under a real Common Test run: the sample suite in
 %% tracekit_cth_SUITE_data (passing and failing cases) runs on a peer node
 %% (Common Test cannot run inside itself), then its log directory is
-%% checked.
+%% checked. The sample is kept as .erl.src so that neither rebar3 nor the
+%% project's own test run takes it for one of theirs.
 -module(tracekit_cth_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
@@ -10,17 +11,24 @@
 -export([all/0, init_per_suite/1, end_per_suite/1]).
 -export([failing_case_leaves_its_trace/1, passing_case_leaves_nothing/1,
          config_turns_recording_off/1, always_writes_passing_cases/1,
-         group_options_apply/1, link_in_case_log/1]).
+         group_options_apply/1, link_in_case_log/1,
+         hook_errors_do_not_fail_cases/1, timetrap_kill_is_recorded/1]).
 
 all() ->
     [failing_case_leaves_its_trace, passing_case_leaves_nothing,
      config_turns_recording_off, always_writes_passing_cases,
-     group_options_apply, link_in_case_log].
+     group_options_apply, link_in_case_log, hook_errors_do_not_fail_cases,
+     timetrap_kill_is_recorded].
 
 %% One run of the sample suite for all the cases here.
 init_per_suite(Config) ->
-    Sample = filename:join(?config(data_dir, Config), "tracekit_cth_sample_SUITE"),
-    LogDir = filename:join(?config(priv_dir, Config), "sample_logs"),
+    Priv = ?config(priv_dir, Config),
+    Sample = filename:join([Priv, "sample", "tracekit_cth_sample_SUITE"]),
+    ok = filelib:ensure_dir(Sample),
+    {ok, _} = file:copy(filename:join(?config(data_dir, Config),
+                                      "tracekit_cth_sample_SUITE.erl.src"),
+                        Sample ++ ".erl"),
+    LogDir = filename:join(Priv, "sample_logs"),
     ok = filelib:ensure_path(LogDir),
     Ebin = filename:dirname(code:which(tracekit)),
     {ok, Peer, _} = peer:start_link(#{connection => standard_io,
@@ -56,8 +64,8 @@ contains(Text, Part) ->
     string:find(Text, Part) =/= nomatch.
 
 failing_case_leaves_its_trace(Config) ->
-    %% 2 passing cases, 3 failing ones.
-    ?assertMatch({2, 3, {0, 0}}, ?config(result, Config)),
+    %% 3 passing cases, 4 failing ones.
+    ?assertMatch({3, 4, {0, 0}}, ?config(result, Config)),
     Names = [filename:basename(F) || F <- trace_files(Config, failing_case)],
     ?assertEqual(["tracekit_cth_sample_suite.failing_case.tracekit.messages.mmd",
                   "tracekit_cth_sample_suite.failing_case.tracekit.seq.mmd",
@@ -136,3 +144,29 @@ link_in_case_log(Config) ->
      || Link <- [<<"<a href=\"tracekit_cth_sample_suite.failing_case.tracekit.txt\">events</a>">>,
                  <<"<a href=\"tracekit_cth_sample_suite.failing_case.tracekit.messages.mmd\">">>,
                  <<"<a href=\"tracekit_cth_sample_suite.failing_case.tracekit.seq.mmd\">">>]].
+
+hook_errors_do_not_fail_cases(Config) ->
+    %% The case passed (see the counts above) and the hook said why it did
+    %% not record, in the case's log.
+    ?assertEqual([], trace_files(Config, bad_options_case)),
+    {ok, Html} = file:read_file(filename:join(?config(run_dir, Config),
+                                              "tracekit_cth_sample_suite.bad_options_case.html")),
+    ?assertNotEqual(nomatch, binary:match(Html, <<"tracekit_cth: not recording bad_options_case">>)),
+    ?assertNotEqual(nomatch, binary:match(Html, <<"no_such_module:f(">>)).
+
+timetrap_case_lines(Config) ->
+    [_Header | Lines] = string:split(read(Config, timetrap_case, ".txt"), "\n", all),
+    [L || L <- Lines, L =/= ""].
+
+timetrap_kill_is_recorded(Config) ->
+    Lines = timetrap_case_lines(Config),
+    ct:log("~ts", [lists:join("\n", Lines)]),
+    ?assert(contains(hd(Lines), "(testcase) tracekit_cth_sample_SUITE:timetrap_case([")),
+    ?assert(lists:any(fun(L) -> contains(L, "handle_call/3 -> {reply,blue,") end, Lines)),
+    %% Killed, so the case function neither returned nor raised: the
+    %% body ends with the exit of the test case process, and what CT did
+    %% after is left out.
+    ?assertEqual([], [L || L <- Lines, contains(L, "timetrap_case/1 ")]),
+    ?assert(contains(lists:last(Lines), "(testcase) exited: {timetrap_timeout,1000,")),
+    ?assertEqual([], [L || L <- Lines, contains(L, "ct_util_server")]),
+    ?assert(contains(read(Config, timetrap_case, ".txt"), "(failed)")).
