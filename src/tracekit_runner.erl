@@ -117,13 +117,17 @@ trace_proc(S, P, Flags) ->
         error:badarg -> throw({dead, P})
     end.
 
-io_pid(#{io := Io}) when is_pid(Io) -> [Io];
-io_pid(#{io := Io}) when is_atom(Io) ->
-    case whereis(Io) of
-        undefined -> [];
-        P -> [P]
-    end;
-io_pid(_) -> [].
+%% The process that the lines go to.
+io_pid(Opts) ->
+    case maps:get(io, Opts, standard_io) of
+        standard_io -> [group_leader()];
+        Io when is_pid(Io) -> [Io];
+        Name ->
+            case whereis(Name) of
+                undefined -> [];
+                P -> [P]
+            end
+    end.
 
 header(#{kind := Kind, text := Text}, Opts) ->
     Limits = lists:join(" or ",

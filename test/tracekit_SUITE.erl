@@ -380,7 +380,12 @@ bad_input_traces_nothing(Config) ->
 %% until the limit. It and its io device are left out.
 own_processes_are_not_traced(Config) ->
     Io = ?config(io, Config),
-    {ok, T2} = tracekit:calls("io:put_chars/2", opts(Config, #{max_events => 5})),
+    %% Printing to the caller's group leader, as in the shell.
+    GL = group_leader(),
+    group_leader(Io, self()),
+    {ok, T2} = try tracekit:calls("io:put_chars/2", #{max_events => 5})
+               after group_leader(GL, self())
+               end,
     timer:sleep(100),
     {ok, #{shown := Shown}} = tracekit:stop(T2),
     Lines = tk_capture:lines(Io),
