@@ -41,7 +41,7 @@
 
 -on_load(init/0).
 
--nifs([new_nif/5, set_nif/4, close/1, stats/1, drain_chunk/2, alive/0,
+-nifs([new_nif/5, set_nif/4, close/1, stats/1, drain_chunk/2, drain_all/1, alive/0,
        enabled/3, trace/5, enabled_send/3, trace_send/5,
        enabled_receive/3, trace_receive/5, enabled_call/3, trace_call/5,
        enabled_procs/3, trace_procs/5, enabled_ports/3, trace_ports/5,
@@ -215,7 +215,7 @@ set_nif(_Ring, _Paused, _Tags, _Sample) ->
 %% ring at once: each event goes to exactly one of them.
 -spec drain(ring()) -> [event()].
 drain(Ring) ->
-    drain_loop(Ring, infinity, []).
+    drain_all(Ring).
 
 %% @doc Like {@link drain/1}, but returns at most `Max' events; the rest
 %% stay for the next call.
@@ -226,14 +226,17 @@ drain(_Ring, Max) ->
     erlang:error(badarg, [_Ring, Max]).
 
 drain_loop(Ring, Left, Acc) ->
-    Ask = case Left of infinity -> ?CHUNK; _ -> min(Left, ?CHUNK) end,
+    Ask = min(Left, ?CHUNK),
     Chunk = drain_chunk(Ring, Ask),
     Got = length(Chunk),
     Acc1 = [Chunk | Acc],
     case Got < Ask orelse Left =:= Got of
         true -> lists:append(lists:reverse(Acc1));
-        false -> drain_loop(Ring, case Left of infinity -> infinity; _ -> Left - Got end, Acc1)
+        false -> drain_loop(Ring, Left - Got, Acc1)
     end.
+
+drain_all(_Ring) ->
+    erlang:nif_error(not_loaded).
 
 drain_chunk(_Ring, _Max) ->
     erlang:nif_error(not_loaded).

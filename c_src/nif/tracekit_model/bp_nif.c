@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "model_nif.h"
+#include "tk_thread.h"
 #include "tk_bp.h"
 
 typedef struct {
@@ -23,8 +24,6 @@ typedef struct {
 } bp_model;
 
 static ErlNifResourceType *bp_model_type;
-static ErlNifTSDKey slot_key;
-static atomic_uint next_slot;
 
 static ERL_NIF_TERM am_ok, am_true, am_false, am_undefined, am_restart,
     am_pause, am_any, am_local, am_meta, am_global, am_call_count,
@@ -48,9 +47,6 @@ int tk_model_bp_load(ErlNifEnv *env)
                                             NULL);
     if (bp_model_type == NULL)
         return -1;
-    if (enif_tsd_key_create("tracekit_model_bp_slot", &slot_key) != 0)
-        return -1;
-    atomic_init(&next_slot, 0);
     am_ok = enif_make_atom(env, "ok");
     am_true = enif_make_atom(env, "true");
     am_false = enif_make_atom(env, "false");
@@ -69,19 +65,9 @@ int tk_model_bp_load(ErlNifEnv *env)
     return 0;
 }
 
-/* The calling thread's reader slot (threads past the owned slots share
- * the last one). */
-static unsigned my_slot(void)
-{
-    uintptr_t v = (uintptr_t)enif_tsd_get(slot_key);
-    if (v != 0)
-        return (unsigned)(v - 1);
-    unsigned s = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed);
-    if (s >= TK_PUB_SHARED)
-        s = TK_PUB_SHARED;
-    enif_tsd_set(slot_key, (void *)(uintptr_t)(s + 1));
-    return s;
-}
+#if TK_PUB_SLOTS != TK_THREAD_SLOTS
+#error "breakpoint readers use the thread registry's slots"
+#endif
 
 static int same(ERL_NIF_TERM a, ERL_NIF_TERM b)
 {
@@ -348,7 +334,7 @@ TK_MODEL_NIF(tk_model_bp_call)
     int f = find_mfa(env, bm, argv[1]);
     if (f < 0)
         return enif_make_badarg(env);
-    unsigned slot = my_slot();
+    unsigned slot = tk_thread_slot();
     for (unsigned long i = 0; i < n; i++)
         if (tk_bp_call(&bm->m, slot, (unsigned)f, NULL, NULL, 0) < 0)
             return enif_raise_exception(

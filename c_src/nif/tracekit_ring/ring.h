@@ -66,6 +66,12 @@ typedef struct {
 
     atomic_bool closed;
     _Atomic(tk_ring *) producers[TK_THREAD_SLOTS];
+    /* Rings made ready by new/1, one per normal scheduler, their memory
+     * already touched: a thread's first event takes one instead of
+     * allocating (and page-faulting) on the hot path. */
+    tk_ring **pool;
+    unsigned pool_n;
+    _Atomic unsigned pool_next;
     slot_state slots[TK_THREAD_SLOTS];
     _Atomic uint64_t lost;  /* dropped outside any producer ring: threads
                                past the slot table, ring allocation failed */

@@ -65,6 +65,12 @@ static void ring_dtor(ErlNifEnv *env, void *obj)
             enif_free(ring);
         }
     }
+    for (unsigned i = 0; i < r->pool_n; i++)
+        if (r->pool[i] != NULL) { /* never handed out */
+            tk_ring_destroy(r->pool[i]);
+            enif_free(r->pool[i]);
+        }
+    enif_free(r->pool);
     tk_merge_destroy(&r->merge);
     if (r->cfg_ready)
         tk_pub_destroy(&r->cfg);
@@ -214,6 +220,28 @@ static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         return enif_raise_exception(env, am_enomem);
     }
     r->cfg_ready = true;
+    /* One ready ring per normal scheduler, memory touched now rather than
+     * on the schedulers' first laps. */
+    ErlNifSysInfo info;
+    enif_system_info(&info, sizeof info);
+    unsigned want = info.scheduler_threads > 0 ? (unsigned)info.scheduler_threads : 1;
+    if (want > TK_THREAD_SHARED)
+        want = TK_THREAD_SHARED;
+    r->pool = enif_alloc(want * sizeof *r->pool);
+    if (r->pool == NULL) {
+        enif_release_resource(r);
+        return enif_raise_exception(env, am_enomem);
+    }
+    for (; r->pool_n < want; r->pool_n++) {
+        tk_ring *ring = enif_alloc(sizeof *ring);
+        if (ring == NULL || tk_ring_init(ring, size, r->policy) != 0) {
+            enif_free(ring);
+            enif_release_resource(r);
+            return enif_raise_exception(env, am_enomem);
+        }
+        memset((void *)ring->words, 0, size);
+        r->pool[r->pool_n] = ring;
+    }
     r->lock = enif_mutex_create("tracekit_ring");
     if (r->lock == NULL || tk_merge_init(&r->merge, TK_THREAD_SLOTS,
                                          maxp < SCRATCH_SIZE ? maxp
@@ -361,14 +389,60 @@ static ERL_NIF_TERM alive_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     return enif_make_long(env, atomic_load(&rings_alive));
 }
 
+/* drain_all(Ring) -> [Event]: everything recorded so far, on a dirty
+ * scheduler, built directly as one list in the caller's heap (chunks
+ * appended in Erlang would be copied and collected again and again). The
+ * consumer lock is taken one chunk at a time, so a drain_chunk on a normal
+ * scheduler never waits long. */
+static ERL_NIF_TERM drain_all_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    ring_res *r = get_ring(env, argv[0]);
+    if (r == NULL)
+        return enif_make_badarg(env);
+    size_t n = 0, cap = DRAIN_CHUNK;
+    ERL_NIF_TERM *evs = enif_alloc(cap * sizeof *evs);
+    if (evs == NULL)
+        return enif_raise_exception(env, am_enomem);
+    for (;;) {
+        size_t before = n;
+        enif_mutex_lock(r->lock);
+        (void)tk_merge_collect(&r->merge, r->producers, DRAIN_CHUNK);
+        const void *p;
+        size_t len;
+        uint64_t stamp;
+        while (n - before < DRAIN_CHUNK &&
+               tk_merge_next(&r->merge, &p, &len, &stamp)) {
+            if (n == cap) {
+                ERL_NIF_TERM *bigger = enif_realloc(evs, 2 * cap * sizeof *evs);
+                if (bigger == NULL)
+                    break; /* what is taken so far goes out */
+                evs = bigger;
+                cap *= 2;
+            }
+            if (dec_event(env, p, len, &evs[n]))
+                n++;
+        }
+        r->drained += n - before;
+        enif_mutex_unlock(r->lock);
+        if (n - before < DRAIN_CHUNK)
+            break;
+    }
+    ERL_NIF_TERM list = enif_make_list_from_array(env, evs, (unsigned)n);
+    enif_free(evs);
+    return list;
+}
+
 #define CB(cls, name_e, name_t)                                             \
     {name_e, 3, tk_enabled_##cls, 0}, {name_t, 5, tk_trace_##cls, 0},
 
 static ErlNifFunc funcs[] = {
-    {"new_nif", 5, new_nif, 0},
+    /* Dirty: touching the memory of big rings takes a while. */
+    {"new_nif", 5, new_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"close", 1, close_nif, 0},
     {"stats", 1, stats_nif, 0},
     {"drain_chunk", 2, drain_nif, 0},
+    {"drain_all", 1, drain_all_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"alive", 0, alive_nif, 0},
     {"set_nif", 4, set_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     CB(generic, "enabled", "trace")

@@ -66,12 +66,20 @@ static tk_ring *own_ring(ring_res *r, unsigned slot)
         atomic_load_explicit(&r->producers[slot], memory_order_relaxed);
     if (ring != NULL)
         return ring;
-    ring = enif_alloc(sizeof *ring);
-    if (ring == NULL)
-        return NULL;
-    if (tk_ring_init(ring, r->size, r->policy) != 0) {
-        enif_free(ring);
-        return NULL;
+    /* First event of this thread: a ring from the pool if one is left
+     * (each index is handed out once), else a new one. */
+    unsigned i = atomic_fetch_add_explicit(&r->pool_next, 1, memory_order_relaxed);
+    if (i < r->pool_n) {
+        ring = r->pool[i];
+        r->pool[i] = NULL; /* now owned through producers[] */
+    } else {
+        ring = enif_alloc(sizeof *ring);
+        if (ring == NULL)
+            return NULL;
+        if (tk_ring_init(ring, r->size, r->policy) != 0) {
+            enif_free(ring);
+            return NULL;
+        }
     }
     /* Release: the consumer that sees the pointer sees an initialised
      * ring. */
