@@ -24,7 +24,7 @@ main() ->
     ok = gen_server:call(demo_kv, {put, size, 10}),
     timer:sleep(100),
     shell("tracekit:stop()."),
-    result(tracekit:stop()),
+    ok = result(tracekit:stop()),
 
     shell("tracekit:messages(demo_kv, #{max_events => 4})."),
     {ok, T2} = result(tracekit:messages(demo_kv, #{max_events => 4})),
@@ -40,9 +40,9 @@ main() ->
     wait(T3),
 
     shell("tracekit:calls(\"tracekit_demo_shell:handle_call({get, K}) when K > 1\")."),
-    result(tracekit:calls("tracekit_demo_shell:handle_call({get, K}) when K > 1")),
+    {error, _} = result(tracekit:calls("tracekit_demo_shell:handle_call({get, K}) when K > 1")),
     shell("tracekit:calls(\"tracekit_demo_shell:handle_call(Req, _, _) when Size > 1\")."),
-    result(tracekit:calls("tracekit_demo_shell:handle_call(Req, _, _) when Size > 1")),
+    {error, _} = result(tracekit:calls("tracekit_demo_shell:handle_call(Req, _, _) when Size > 1")),
     gen_server:stop(Kv).
 
 %% Prints a result the way the shell would, and returns it.
