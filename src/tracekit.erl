@@ -73,7 +73,8 @@
 %% a limit, or refused by a full ring); `events': the collected events when
 %% `print' is false.
 -type summary() :: tracekit_runner:summary().
--type error() :: {error, {bad_spec | bad_process | bad_option, term(), string()}}.
+-type error() :: {error, {bad_spec | bad_process | bad_option | tracer_failed,
+                          term(), string()}}.
 
 -define(DEFAULTS, #{max_events => 100, max_time => 15000, rate => none,
                     print => true, depth => 20, line_length => 240,

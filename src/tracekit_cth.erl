@@ -144,9 +144,13 @@ log_error(Fmt, Args) ->
 
 %%% Recording -----------------------------------------------------------------
 
-start_case(Suite, TC, Config, Return, #state{opts = Base} = St0) ->
+%% Return is ok when init_per_testcase let the case run (and Config is
+%% what it returned); else the case is skipped or failed, and nothing is
+%% recorded.
+start_case(_Suite, _TC, _Config, Return, St) when Return =/= ok ->
+    drop_current(St#state{pending = none});
+start_case(Suite, TC, Cfg, ok, #state{opts = Base} = St0) ->
     St = drop_current(St0#state{pending = none}),
-    Cfg = case is_list(Return) of true -> Return; false -> Config end,
     case case_opts(Base, TC, Cfg) of
         off ->
             St;
@@ -233,11 +237,12 @@ recorder_spec(#{calls := Calls, messages := M, procs := P, seq_trace := Seq} = O
     end.
 
 %% Names of the processes to trace, as they are when the case starts
-%% (they may be gone when the trace is written).
+%% (they may be gone when the trace is written); the test case process
+%% is `testcase'.
 start_names(#{processes := Ps}) ->
-    maps:from_list([{self(), testcase} || lists:member(testcase, Ps)]
-                   ++ [{Pid, Name} || Name <- Ps, is_atom(Name), Name =/= testcase,
-                                      Pid <- [whereis(Name)], is_pid(Pid)]).
+    maps:from_list([{self(), testcase}
+                    | [{Pid, Name} || Name <- Ps, is_atom(Name), Name =/= testcase,
+                                      Pid <- [whereis(Name)], is_pid(Pid)]]).
 
 proc(testcase) -> self();
 proc(P) when is_pid(P) -> P;

@@ -54,7 +54,7 @@ start(Req, Opts) ->
             demonitor(Mon, [flush]),
             E;
         {'DOWN', Mon, process, Pid, Why} ->
-            {error, {tracer_failed, Why}}
+            {error, {tracer_failed, Why, "the tracing process exited while starting"}}
     end.
 
 init(Caller, Ref, Req, Opts) ->
@@ -190,8 +190,7 @@ idle(#st{caller_mon = CM, deadline = D} = St, Now) ->
 
 handle([], St) ->
     St;
-handle([E | Es], #st{open = false, over = O} = St) ->
-    _ = E,
+handle([_ | Es], #st{open = false, over = O} = St) ->
     handle(Es, St#st{over = O + 1});
 handle([E | Es], St) ->
     case hidden(E, St) of

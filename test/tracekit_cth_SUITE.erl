@@ -12,13 +12,15 @@
 -export([failing_case_leaves_its_trace/1, passing_case_leaves_nothing/1,
          config_turns_recording_off/1, always_writes_passing_cases/1,
          group_options_apply/1, link_in_case_log/1,
-         hook_errors_do_not_fail_cases/1, timetrap_kill_is_recorded/1]).
+         hook_errors_do_not_fail_cases/1, timetrap_kill_is_recorded/1,
+         skipped_case_leaves_nothing/1, nothing_left_in_the_node/1]).
 
 all() ->
     [failing_case_leaves_its_trace, passing_case_leaves_nothing,
      config_turns_recording_off, always_writes_passing_cases,
      group_options_apply, link_in_case_log, hook_errors_do_not_fail_cases,
-     timetrap_kill_is_recorded].
+     timetrap_kill_is_recorded, skipped_case_leaves_nothing,
+     nothing_left_in_the_node].
 
 %% One run of the sample suite for all the cases here.
 init_per_suite(Config) ->
@@ -33,16 +35,25 @@ init_per_suite(Config) ->
     Ebin = filename:dirname(code:which(tracekit)),
     {ok, Peer, _} = peer:start_link(#{connection => standard_io,
                                    args => ["-pa", Ebin]}),
-    Result = try
-                 peer:call(Peer, ct, run_test,
-                           [[{suite, Sample}, {logdir, LogDir}, {auto_compile, true}]],
-                           120000)
-             after
-                 peer:stop(Peer)
-             end,
-    ct:log("sample run: ~p", [Result]),
+    {Result, Left} =
+        try
+            R = peer:call(Peer, ct, run_test,
+                          [[{suite, Sample}, {logdir, LogDir}, {auto_compile, true}]],
+                          120000),
+            %% What the hook left in the node: sessions, rings, the seq
+            %% tracer.
+            timer:sleep(100),
+            _ = peer:call(Peer, lists, foreach,
+                          [fun erlang:garbage_collect/1, peer:call(Peer, erlang, processes, [])]),
+            {R, {peer:call(Peer, trace, session_info, [all]),
+                 peer:call(Peer, tracekit_ring, alive, []),
+                 peer:call(Peer, seq_trace, get_system_tracer, [])}}
+        after
+            peer:stop(Peer)
+        end,
+    ct:log("sample run: ~p~nleft: ~p", [Result, Left]),
     [RunDir] = filelib:wildcard(filename:join(LogDir, "ct_run.*/*.logs/run.*")),
-    [{result, Result}, {run_dir, RunDir} | Config].
+    [{result, Result}, {left, Left}, {run_dir, RunDir} | Config].
 
 end_per_suite(_Config) ->
     ok.
@@ -64,8 +75,8 @@ contains(Text, Part) ->
     string:find(Text, Part) =/= nomatch.
 
 failing_case_leaves_its_trace(Config) ->
-    %% 3 passing cases, 4 failing ones.
-    ?assertMatch({3, 4, {0, 0}}, ?config(result, Config)),
+    %% 3 passing cases, 4 failing ones, 1 skipped by its init_per_testcase.
+    ?assertMatch({3, 4, {1, 0}}, ?config(result, Config)),
     Names = [filename:basename(F) || F <- trace_files(Config, failing_case)],
     ?assertEqual(["tracekit_cth_sample_suite.failing_case.tracekit.messages.mmd",
                   "tracekit_cth_sample_suite.failing_case.tracekit.seq.mmd",
@@ -170,3 +181,14 @@ timetrap_kill_is_recorded(Config) ->
     ?assert(contains(lists:last(Lines), "(testcase) exited: {timetrap_timeout,1000,")),
     ?assertEqual([], [L || L <- Lines, contains(L, "ct_util_server")]),
     ?assert(contains(read(Config, timetrap_case, ".txt"), "(failed)")).
+
+skipped_case_leaves_nothing(Config) ->
+    ?assertEqual([], trace_files(Config, skipped_case)).
+
+%% After the run, no session of the hook, no ring and no seq tracer are
+%% left in the node.
+nothing_left_in_the_node(Config) ->
+    {Sessions, Rings, SeqTracer} = ?config(left, Config),
+    ?assertEqual([], [S || {tracekit_cth, _} = S <- Sessions]),
+    ?assertEqual(0, Rings),
+    ?assertEqual(false, SeqTracer).
