@@ -9,9 +9,12 @@
 %% '''
 %%
 %% For each test case it records the last `events' trace events into an
-%% `overwrite' {@link tracekit_ring}, from the end of `init_per_testcase'
-%% to the end of the case. When the case fails (or always, with `always =>
-%% true'), it writes next to the case's log `<case log>.tracekit.txt' (one
+%% `overwrite' {@link tracekit_ring}, in a trace session of its own, from
+%% the end of `init_per_testcase' to the start of `end_per_testcase'.
+%% When the case fails (or always, with `always => true'), it writes the
+%% events of the case body (from the call of the case function to its
+%% return, its exception, or the exit of the test case process when a
+%% timetrap kills it) next to the case's log: `<case log>.tracekit.txt' (one
 %% line per event) and, when messages or seq_trace were traced, Mermaid
 %% sequence diagrams `<case log>.tracekit.messages.mmd' and
 %% `<case log>.tracekit.seq.mmd', and links them from the case's log.
