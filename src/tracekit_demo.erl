@@ -10,7 +10,8 @@ main() ->
     io:format("tracekit demo on OTP ~s (erts ~s), ~p schedulers~n~n",
               [erlang:system_info(otp_release), erlang:system_info(version),
                erlang:system_info(schedulers_online)]),
-    count_demo().
+    count_demo(),
+    tracekit_demo_shell:main().
 
 %% A pool of workers answering requests, traced by a counter in its own
 %% trace session.

@@ -1,0 +1,276 @@
+%% @doc Tracing at the shell, safe by default.
+%%
+%% ```
+%% 1> tracekit:calls("lists:seq/2 -> return").
+%% tracekit: tracing calls to lists:seq/2 -> return (stops after 100 events or 15000 ms)
+%% {ok,<0.95.0>}
+%% 12:03:04.123456 <0.90.0> lists:seq(1, 3)
+%% 12:03:04.123470 <0.90.0> lists:seq/2 -> [1,2,3]
+%% 2> tracekit:messages(my_server, #{max_events => 10}).
+%% 3> tracekit:stop().
+%% '''
+%%
+%% Every trace runs in a trace session of its own, so it does not disturb
+%% dbg, tprof or other tracekit users. The traced processes only record
+%% into a {@link tracekit_ring}; a separate process drains it and prints one
+%% line per event in the shell that started the trace. Limits are on by
+%% default: at most 100 events and at most 15 seconds, and optionally a
+%% rate; whichever comes first ends the trace, and the summary line says
+%% how many events were dropped (beyond the limits, or because the ring
+%% was full). The trace also ends, and cleans up, on {@link stop/0} and
+%% when the process that started it exits.
+%%
+%% Options (all optional), for every function that starts a trace:
+%% <dl>
+%% <dt>`max_events'</dt><dd>how many events to show, or `infinity'
+%%   (default 100).</dd>
+%% <dt>`max_time'</dt><dd>milliseconds before the trace ends, or
+%%   `infinity' (default 15000).</dd>
+%% <dt>`rate'</dt><dd>`{N, Milliseconds}': end the trace when more than N
+%%   events happen within that time (default `none').</dd>
+%% <dt>`print'</dt><dd>`false' collects the events instead of printing
+%%   them: {@link wait/2} or {@link stop/1} return them, and the summary is
+%%   also sent to the caller as `{tracekit, Trace, done, Summary}'.</dd>
+%% <dt>`format'</dt><dd>a fun from an event (a term as OTP's process tracer
+%%   would get it) to the text of its line.</dd>
+%% <dt>`io'</dt><dd>where to print (default: the caller's group
+%%   leader).</dd>
+%% <dt>`depth', `line_length'</dt><dd>how far terms are printed (default
+%%   20) and the longest line (default 240 characters).</dd>
+%% <dt>`processes'</dt><dd>for {@link calls/2}: whose calls to trace,
+%%   `all' (default), `new', `existing', a pid, a registered name or a list
+%%   of these.</dd>
+%% <dt>`scope'</dt><dd>for {@link calls/2}: `local' (default, every call)
+%%   or `global' (only calls from outside the module).</dd>
+%% <dt>`ring_size', `payload'</dt><dd>passed to {@link tracekit_ring:new/1}
+%%   (defaults 262144 bytes per scheduler and `full').</dd>
+%% </dl>
+%% The processes of the trace itself (its printer and the io device it
+%% prints to) are never traced.
+-module(tracekit).
+
+-export([calls/1, calls/2, messages/1, messages/2, procs/1, procs/2,
+         stop/0, stop/1, wait/1, wait/2]).
+
+-export_type([trace/0, opts/0, summary/0, processes/0]).
+
+-type trace() :: pid().
+-type processes() :: all | new | existing | pid() | atom() | [pid() | atom()].
+-type opts() :: #{max_events => pos_integer() | infinity,
+                  max_time => pos_integer() | infinity,
+                  rate => none | {pos_integer(), pos_integer()},
+                  print => boolean(),
+                  format => fun((tuple()) -> unicode:chardata()),
+                  io => io:device(),
+                  depth => pos_integer(),
+                  line_length => pos_integer(),
+                  processes => processes(),
+                  scope => local | global,
+                  ring_size => pos_integer(),
+                  payload => full | none | {max_bytes, pos_integer()}}.
+%% `reason': why the trace ended; `shown': events printed or collected;
+%% `dropped': events that happened while tracing but were not shown (beyond
+%% a limit, or refused by a full ring); `events': the collected events when
+%% `print' is false.
+-type summary() :: tracekit_runner:summary().
+-type error() :: {error, {bad_spec | bad_process | bad_option | tracer_failed,
+                          term(), string()}}.
+
+-define(DEFAULTS, #{max_events => 100, max_time => 15000, rate => none,
+                    print => true, depth => 20, line_length => 240,
+                    processes => all, scope => local,
+                    ring_size => 1 bsl 18, payload => full}).
+
+%% @equiv calls(Spec, #{})
+-spec calls(tracekit_spec:spec()) -> {ok, trace()} | error().
+calls(Spec) ->
+    calls(Spec, #{}).
+
+%% @doc Traces calls of the functions `Spec' names (see {@link
+%% tracekit_spec} for the forms: `"lists:seq/2"', `"mymod:_"',
+%% `"mymod:handle_call({get, _}, _, _) -> return"', `{M, F, A}', ...).
+%% A bad spec is reported before anything is traced.
+-spec calls(tracekit_spec:spec(), opts()) -> {ok, trace()} | error().
+calls(Spec, Opts) ->
+    maybe
+        {ok, O} ?= options(Opts),
+        {ok, Resolved} ?= tracekit_spec:resolve(Spec),
+        {ok, Procs} ?= processes(maps:get(processes, O)),
+        Text = lists:join(", ", [tracekit_spec:format(C) || {C, _} <- Resolved]),
+        tracekit_runner:start(#{kind => calls, procs => Procs, calls => Resolved,
+                                text => [Text, in_procs(Procs)]}, O)
+    end.
+
+%% @equiv messages(Processes, #{})
+-spec messages(processes()) -> {ok, trace()} | error().
+messages(Processes) ->
+    messages(Processes, #{}).
+
+%% @doc Traces the messages that `Processes' (pids or registered names,
+%% or `all', `new', `existing') send and receive.
+-spec messages(processes(), opts()) -> {ok, trace()} | error().
+messages(Processes, Opts) ->
+    procs_trace(messages, Processes, Opts).
+
+%% @equiv procs(Processes, #{})
+-spec procs(processes()) -> {ok, trace()} | error().
+procs(Processes) ->
+    procs(Processes, #{}).
+
+%% @doc Traces process events of `Processes': spawn, exit, link, unlink,
+%% register and unregister.
+-spec procs(processes(), opts()) -> {ok, trace()} | error().
+procs(Processes, Opts) ->
+    procs_trace(procs, Processes, Opts).
+
+procs_trace(Kind, Processes, Opts) ->
+    maybe
+        {ok, O} ?= options(Opts),
+        {ok, Procs} ?= processes(Processes),
+        tracekit_runner:start(#{kind => Kind, procs => Procs,
+                                text => procs_text(Procs)}, O)
+    end.
+
+%% @doc Stops every trace the calling process started, and returns when
+%% they are cleaned up.
+-spec stop() -> ok.
+stop() ->
+    {monitored_by, Ms} = erlang:process_info(self(), monitored_by),
+    Self = self(),
+    Mine = [P || P <- Ms, is_pid(P),
+                 erlang:process_info(P, {dictionary, '$tracekit'})
+                     =:= {{dictionary, '$tracekit'}, Self}],
+    lists:foreach(fun(P) -> _ = stop(P) end, Mine).
+
+%% @doc Stops one trace and returns its summary (with the collected events
+%% when `print' is false). `{error, not_running}' when it has ended and
+%% its summary was already taken.
+-spec stop(trace()) -> {ok, summary()} | {error, not_running}.
+stop(Trace) when is_pid(Trace) ->
+    Trace ! {stop, self()},
+    wait(Trace, infinity).
+
+%% @equiv wait(Trace, infinity)
+-spec wait(trace()) -> {ok, summary()} | {error, not_running}.
+wait(Trace) ->
+    wait(Trace, infinity).
+
+%% @doc Waits until a trace ends (at a limit) and returns its summary.
+%% For a trace that prints, only an end that happens while waiting is
+%% seen (else `{error, not_running}'); a trace that collects (`print =>
+%% false') sends its summary to the process that started it, so that
+%% process can also wait after the end.
+-spec wait(trace(), timeout()) -> {ok, summary()} | {error, not_running | timeout}.
+wait(Trace, Timeout) when is_pid(Trace) ->
+    Mon = monitor(process, Trace),
+    Trace ! {wait, self()},
+    receive
+        {tracekit, Trace, done, Summary} ->
+            demonitor(Mon, [flush]),
+            {ok, Summary};
+        {'DOWN', Mon, process, Trace, _} ->
+            receive
+                {tracekit, Trace, done, Summary} -> {ok, Summary}
+            after 0 ->
+                    {error, not_running}
+            end
+    after Timeout ->
+            demonitor(Mon, [flush]),
+            {error, timeout}
+    end.
+
+%%% Options and processes -----------------------------------------------------
+
+options(Opts) when is_map(Opts) ->
+    case [{K, V} || K := V <- Opts, not valid(K, V)] of
+        [] -> {ok, maps:merge(?DEFAULTS, Opts)};
+        [{K, V} | _] -> {error, {bad_option, {K, V}, option_help(K)}}
+    end;
+options(Opts) ->
+    {error, {bad_option, Opts, "options are a map, for example #{max_events => 10}"}}.
+
+valid(max_events, N) -> pos_or_infinity(N);
+valid(max_time, N) -> pos_or_infinity(N);
+valid(rate, none) -> true;
+valid(rate, {N, Ms}) -> is_integer(N) andalso N > 0 andalso is_integer(Ms) andalso Ms > 0;
+valid(print, B) -> is_boolean(B);
+valid(format, F) -> is_function(F, 1);
+valid(io, Io) -> is_pid(Io) orelse is_atom(Io);
+valid(depth, N) -> is_integer(N) andalso N > 0;
+valid(line_length, N) -> is_integer(N) andalso N >= 20;
+valid(processes, _) -> true;
+valid(scope, S) -> S =:= local orelse S =:= global;
+valid(ring_size, N) -> is_integer(N) andalso N >= 4096 andalso N band (N - 1) =:= 0;
+valid(payload, P) -> P =:= full orelse P =:= none orelse
+                         (is_tuple(P) andalso tuple_size(P) =:= 2 andalso
+                          element(1, P) =:= max_bytes andalso is_integer(element(2, P))
+                          andalso element(2, P) > 0);
+valid(_, _) -> false.
+
+pos_or_infinity(infinity) -> true;
+pos_or_infinity(N) -> is_integer(N) andalso N > 0.
+
+option_help(max_events) -> "max_events is a positive integer or infinity";
+option_help(max_time) -> "max_time is milliseconds (a positive integer) or infinity";
+option_help(rate) -> "rate is none or {N, Milliseconds}, for example {10, 1000}";
+option_help(print) -> "print is true or false";
+option_help(format) -> "format is a fun of one argument (the event)";
+option_help(io) -> "io is an io device: a pid or a registered name";
+option_help(depth) -> "depth is a positive integer";
+option_help(line_length) -> "line_length is an integer of at least 20";
+option_help(scope) -> "scope is local or global";
+option_help(ring_size) -> "ring_size is a power of two of at least 4096";
+option_help(payload) -> "payload is full, none or {max_bytes, N}";
+option_help(K) ->
+    lists:flatten(io_lib:format(
+                    "unknown option ~tw; known: max_events, max_time, rate, "
+                    "print, format, io, depth, line_length, processes, scope, "
+                    "ring_size, payload", [K])).
+
+processes(P) when P =:= all; P =:= new; P =:= existing ->
+    {ok, P};
+processes(P) when is_pid(P); is_atom(P) ->
+    processes([P]);
+processes([]) ->
+    {error, {bad_process, [], "no processes given, for example [self(), my_server]"}};
+processes(L) when is_list(L) ->
+    case io_lib:printable_unicode_list(L) of
+        true -> {error, {bad_process, L, "expected a pid, a registered name (an atom), "
+                         "a list of them, or all, new, existing"}};
+        false -> process_list(L)
+    end;
+processes(P) ->
+    {error, {bad_process, P, "expected a pid, a registered name, a list of "
+             "them, or all, new, existing"}}.
+
+process_list(L) ->
+    try {ok, lists:usort([process(P) || P <- L])}
+    catch throw:{bad_process, _, _} = E -> {error, E}
+    end.
+
+process(P) when is_pid(P), node(P) =:= node() ->
+    case is_process_alive(P) of
+        true -> P;
+        false -> throw({bad_process, P, "the process is not alive"})
+    end;
+process(P) when is_pid(P) ->
+    throw({bad_process, P, "the process is on another node; trace it there"});
+process(Name) when is_atom(Name) ->
+    case whereis(Name) of
+        P when is_pid(P) -> P;
+        _ -> throw({bad_process, Name,
+                    lists:flatten(io_lib:format("no process is registered as ~tw",
+                                                [Name]))})
+    end;
+process(P) ->
+    throw({bad_process, P, "expected a pid or a registered name"}).
+
+in_procs(all) -> " in all processes";
+in_procs(Procs) -> [" in ", procs_text(Procs)].
+
+procs_text(all) -> "all processes";
+procs_text(new) -> "new processes";
+procs_text(existing) -> "existing processes";
+procs_text(Pids) ->
+    lists:join(", ", [tracekit_format:pid(P, #{names => tracekit_format:names(Pids)}) || P <- Pids]).
+

@@ -1,0 +1,440 @@
+%% @doc A Common Test hook that keeps a flight recorder of each test case
+%% and writes it out when the case fails.
+%%
+%% ```
+%% suite() ->
+%%     [{ct_hooks, [{tracekit_cth, #{calls => ["my_server:handle_call -> return"],
+%%                                  processes => [testcase, my_server],
+%%                                  messages => true}}]}].
+%% '''
+%%
+%% For each test case it records the last `events' trace events into an
+%% `overwrite' {@link tracekit_ring}, in a trace session of its own, from
+%% the end of `init_per_testcase' to the start of `end_per_testcase'.
+%% When the case fails (or always, with `always => true'), it writes the
+%% events of the case body (from the call of the case function to its
+%% return, its exception, or the exit of the test case process when a
+%% timetrap kills it) next to the case's log: `<case log>.tracekit.txt' (one
+%% line per event) and, when messages or seq_trace were traced, Mermaid
+%% sequence diagrams `<case log>.tracekit.messages.mmd' and
+%% `<case log>.tracekit.seq.mmd', and links them from the case's log.
+%% Passing cases leave nothing behind. The hook never fails a test: its
+%% own errors are logged.
+%%
+%% Options (a map; all optional):
+%% <dl>
+%% <dt>`calls'</dt><dd>call specs as for {@link tracekit:calls/2}, traced
+%%   in every process.</dd>
+%% <dt>`processes'</dt><dd>whose messages and process events to trace:
+%%   pids, registered names, and `testcase' for the test case process
+%%   (default `[testcase]'). Names are looked up when the case starts.</dd>
+%% <dt>`messages'</dt><dd>trace their sends and receives (default
+%%   false).</dd>
+%% <dt>`procs'</dt><dd>trace their process events (default false).</dd>
+%% <dt>`seq_trace'</dt><dd>put a seq_trace token on the test case process
+%%   and record the messages it leads to (default false). This uses the
+%%   node's one system seq tracer while the case runs.</dd>
+%% <dt>`events'</dt><dd>how many of the last events to keep (default
+%%   1000).</dd>
+%% <dt>`ring_size'</dt><dd>bytes of the ring per scheduler (default 1
+%%   MiB).</dd>
+%% <dt>`always'</dt><dd>write the files for passing cases too (default
+%%   false).</dd>
+%% <dt>`depth', `line_length'</dt><dd>as for {@link tracekit_format}.</dd>
+%% <dt>`groups', `testcases'</dt><dd>maps from a group or test case name
+%%   to options that apply there on top of the others.</dd>
+%% </dl>
+%% A test case can also change them in its config: `{tracekit, Opts}'
+%% returned by `init_per_suite', `init_per_group' or `init_per_testcase'
+%% applies on top (the nearest wins), and `{tracekit, false}' turns the
+%% recording off.
+-module(tracekit_cth).
+
+-export([id/1, init/2, post_init_per_testcase/5, pre_end_per_testcase/4,
+         post_end_per_testcase/5, on_tc_fail/4, on_tc_skip/4, terminate/1]).
+
+-export_type([opts/0]).
+
+-type opts() :: #{calls => tracekit_spec:spec(),
+                  processes => [pid() | atom()],
+                  messages => boolean(),
+                  procs => boolean(),
+                  seq_trace => boolean(),
+                  events => pos_integer(),
+                  ring_size => pos_integer(),
+                  always => boolean(),
+                  depth => pos_integer(),
+                  line_length => pos_integer(),
+                  groups => #{atom() => opts()},
+                  testcases => #{atom() => opts()}}.
+
+-define(DEFAULTS, #{calls => [], processes => [testcase], messages => false,
+                    procs => false, seq_trace => false, events => 1000,
+                    ring_size => 1 bsl 20, always => false, depth => 20,
+                    line_length => 240}).
+-define(KEYS, [calls, processes, messages, procs, seq_trace, events,
+               ring_size, always, depth, line_length, groups, testcases]).
+
+%% What is being recorded for the running case, and what waits to be
+%% written if the case turns out to have failed.
+-record(state, {opts :: map(),
+                current = none :: none | #{atom() => term()},
+                pending = none :: none | {atom(), map()}}).
+
+%% @private
+-spec id(term()) -> tracekit_cth.
+id(_Opts) ->
+    tracekit_cth.
+
+%% @private
+-spec init(term(), term()) -> {ok, #state{}}.
+init(_Id, Opts) when is_map(Opts) ->
+    {ok, #state{opts = Opts}};
+init(_Id, Opts) when is_list(Opts) ->
+    init(_Id, maps:from_list(Opts));
+init(_Id, Opts) ->
+    log_error("ignoring the options ~tp: they must be a map", [Opts]),
+    {ok, #state{opts = #{}}}.
+
+%% @private
+post_init_per_testcase(Suite, TC, Config, Return, State) ->
+    St = guarded(fun() -> start_case(Suite, TC, Config, Return, State) end, State),
+    {Return, St}.
+
+%% @private
+pre_end_per_testcase(_Suite, _TC, Config, State) ->
+    St = guarded(fun() -> stop_recorder(State) end, State),
+    {Config, St}.
+
+%% @private
+post_end_per_testcase(Suite, TC, _Config, Result, State) ->
+    St = guarded(fun() -> end_case(Suite, TC, Result, State) end, State),
+    {Result, St}.
+
+%% @private
+on_tc_fail(_Suite, TC0, _Reason, State) ->
+    TC = case TC0 of {Name, _Group} -> Name; Name -> Name end,
+    guarded(fun() ->
+                    case State#state.pending of
+                        {TC, Rec} -> write(Rec, failed), State#state{pending = none};
+                        _ -> State
+                    end
+            end, State).
+
+%% @private
+on_tc_skip(_Suite, _TC, _Reason, State) ->
+    State#state{pending = none}.
+
+%% @private
+terminate(#state{current = Cur}) ->
+    case Cur of
+        #{recorder := R} -> _ = tracekit_recorder:stop(R), ok;
+        _ -> ok
+    end.
+
+guarded(Fun, State) ->
+    try Fun()
+    catch Class:Why:Stack ->
+            log_error("~tp:~tp~n~tp", [Class, Why, Stack]),
+            State
+    end.
+
+log_error(Fmt, Args) ->
+    Text = io_lib:format("tracekit_cth: " ++ Fmt, Args),
+    try ct:log("~ts", [Text])
+    catch _:_ -> logger:error("~ts", [Text])
+    end.
+
+%%% Recording -----------------------------------------------------------------
+
+%% Return is ok when init_per_testcase let the case run (and Config is
+%% what it returned); else the case is skipped or failed, and nothing is
+%% recorded.
+start_case(_Suite, _TC, _Config, Return, St) when Return =/= ok ->
+    drop_current(St#state{pending = none});
+start_case(Suite, TC, Cfg, ok, #state{opts = Base} = St0) ->
+    St = drop_current(St0#state{pending = none}),
+    case case_opts(Base, TC, Cfg) of
+        off ->
+            St;
+        {error, Why} ->
+            log_error("not recording ~tw: ~ts", [TC, Why]),
+            St;
+        {ok, Opts} ->
+            case recorder_spec(Opts) of
+                nothing ->
+                    St;
+                {error, Why} ->
+                    log_error("not recording ~tw: ~tp", [TC, Why]),
+                    St;
+                {ok, Spec0} ->
+                    Mark = {Suite, TC, 1},
+                    Spec = Spec0#{marks => [Mark], mark_process => self()},
+                    seq_token(Opts),
+                    case tracekit_recorder:start(Spec) of
+                        {ok, R} ->
+                            St#state{current = #{suite => Suite, tc => TC,
+                                                 recorder => R, opts => Opts,
+                                                 tc_pid => self(), mark => Mark,
+                                                 names => start_names(Opts),
+                                                 logfile => proplists:get_value(tc_logfile, Cfg)}};
+                        {error, Why} ->
+                            log_error("not recording ~tw: ~tp", [TC, Why]),
+                            St
+                    end
+            end
+    end.
+
+drop_current(#state{current = none} = St) -> St;
+drop_current(#state{current = #{recorder := R}} = St) ->
+    _ = tracekit_recorder:stop(R),
+    St#state{current = none}.
+
+%% The options of one case: the hook's, then its groups' (outermost
+%% first), then its own, then what its config says.
+case_opts(Base, TC, Config) ->
+    Groups = [G || Props <- lists:reverse(proplists:get_value(tc_group_path, Config, []))
+                       ++ [proplists:get_value(tc_group_properties, Config, [])],
+                   {name, G} <- Props],
+    Layers = [Base]
+        ++ [maps:get(G, maps:get(groups, Base, #{}), #{}) || G <- Groups]
+        ++ [maps:get(TC, maps:get(testcases, Base, #{}), #{}),
+            proplists:get_value(tracekit, Config, #{})],
+    case lists:member(false, Layers) of
+        true -> off;
+        false ->
+            case [L || L <- Layers, not is_map(L)] of
+                [] ->
+                    Opts = lists:foldl(fun(L, Acc) -> maps:merge(Acc, L) end,
+                                       ?DEFAULTS, Layers),
+                    check(Opts);
+                [Bad | _] ->
+                    {error, io_lib:format("options must be a map, got ~tp", [Bad])}
+            end
+    end.
+
+check(Opts) ->
+    case [K || K <- maps:keys(Opts), not lists:member(K, ?KEYS)] of
+        [] -> {ok, Opts};
+        Unknown -> {error, io_lib:format("unknown options ~tp (known: ~tp)",
+                                         [Unknown, ?KEYS])}
+    end.
+
+recorder_spec(#{calls := Calls, messages := M, procs := P, seq_trace := Seq} = Opts) ->
+    case Calls =:= [] andalso not M andalso not P andalso not Seq of
+        true ->
+            nothing;
+        false ->
+            maybe
+                {ok, Resolved} ?= case Calls of
+                                      [] -> {ok, []};
+                                      _ -> tracekit_spec:resolve(Calls)
+                                  end,
+                {ok, #{calls => Resolved,
+                       processes => lists:usort([Pid || X <- maps:get(processes, Opts),
+                                                        Pid <- [proc(X)], is_pid(Pid)]),
+                       messages => M, procs => P, seq_trace => Seq,
+                       events => maps:get(events, Opts),
+                       ring_size => maps:get(ring_size, Opts)}}
+            end
+    end.
+
+%% Names of the processes to trace, as they are when the case starts
+%% (they may be gone when the trace is written); the test case process
+%% is `testcase'.
+start_names(#{processes := Ps}) ->
+    maps:from_list([{self(), testcase}
+                    | [{Pid, Name} || Name <- Ps, is_atom(Name), Name =/= testcase,
+                                      Pid <- [whereis(Name)], is_pid(Pid)]]).
+
+proc(testcase) -> self();
+proc(P) when is_pid(P) -> P;
+proc(Name) when is_atom(Name) -> whereis(Name);
+proc(_) -> undefined.
+
+seq_token(#{seq_trace := true}) ->
+    _ = seq_trace:set_token(label, erlang:unique_integer([positive]) band 16#FFFFFF),
+    _ = [seq_trace:set_token(F, true) || F <- [send, 'receive', timestamp]],
+    ok;
+seq_token(_) ->
+    ok.
+
+stop_recorder(#state{current = #{recorder := R, tc := TC} = Cur} = St)
+  when not is_map_key(events, Cur) ->
+    _ = case Cur of
+            #{tc_pid := Pid} when Pid =:= self() -> seq_trace:set_token([]);
+            _ -> ok
+        end,
+    case tracekit_recorder:stop(R) of
+        {ok, Res} ->
+            St#state{current = maps:merge(Cur, Res)};
+        {error, Why} ->
+            log_error("the recorder of ~tw was gone: ~tp", [TC, Why]),
+            St#state{current = none}
+    end;
+stop_recorder(St) ->
+    St.
+
+end_case(_Suite, TC, Result, St0) ->
+    case stop_recorder(St0) of
+        #state{current = #{tc := TC, events := _, opts := #{always := Always}} = Rec} = St ->
+            St1 = St#state{current = none},
+            case Always of
+                true -> write(Rec, outcome(Result)), St1;
+                false -> St1#state{pending = {TC, Rec}}
+            end;
+        St ->
+            St#state{current = none}
+    end.
+
+outcome(ok) -> passed;
+outcome({error, _}) -> failed;
+outcome({fail, _}) -> failed;
+outcome({failed, _}) -> failed;
+outcome({timetrap_timeout, _}) -> failed;
+outcome({skip, _}) -> skipped;
+outcome({skipped, _}) -> skipped;
+outcome(_) -> passed.
+
+%%% Writing -------------------------------------------------------------------
+
+write(#{logfile := undefined, tc := TC}, _Outcome) ->
+    log_error("no log file known for ~tw: the trace is not written", [TC]);
+write(#{logfile := Log, suite := Suite, tc := TC, events := All, lost := Lost,
+        opts := Opts, tc_pid := TcPid, mark := Mark, names := StartNames}, Outcome) ->
+    Base = filename:rootname(Log) ++ ".tracekit",
+    Events = body(All, TcPid, Mark, maps:get(procs, Opts)
+                                     andalso lists:member(testcase, maps:get(processes, Opts))),
+    Names = maps:merge(tracekit_format:names(pids(Events)), StartNames),
+    FOpts = #{depth => maps:get(depth, Opts), line_length => maps:get(line_length, Opts),
+              names => Names},
+    Header = io_lib:format("tracekit trace of ~tw:~tw (~w): ~w events of the test "
+                           "case body (~w earlier events lost)~n",
+                           [Suite, TC, Outcome, length(Events), Lost]),
+    Lines = [[tracekit_format:event(E, FOpts), $\n] || E <- Events],
+    ok = file:write_file(Base ++ ".txt", unicode:characters_to_binary([Header, Lines])),
+    Diagrams = [diagram(Base ++ ".messages.mmd", "messages",
+                        message_arrows(Events), Names, FOpts)
+                || maps:get(messages, Opts)]
+        ++ [diagram(Base ++ ".seq.mmd", "seq_trace", seq_arrows(Events), Names, FOpts)
+            || maps:get(seq_trace, Opts)],
+    Links = [html_link(F, Text) || {F, Text} <- [{Base ++ ".txt", "events"} | Diagrams]],
+    ct:log("tracekit: ~w events of ~tw recorded: ~ts",
+           [length(Events), TC, lists:join(", ", Links)]).
+
+%% The events from the call of the test case function to its return, its
+%% exception or the exit of the test case process (killed by a timetrap).
+%% All of them when the call is not among them (overwritten by later
+%% events). The process events of the test case process were recorded
+%% for the exit: they stay only when asked for (`Procs').
+body(Events, Pid, {M, F, A}, Procs) ->
+    IsCall = fun(E) -> mark(E, Pid) =:= {call, {M, F, A}} end,
+    Body = case lists:splitwith(fun(E) -> not IsCall(E) end, Events) of
+               {_, []} -> Events;
+               {_, [Call | Rest]} -> [Call | upto_end(Rest, Pid, {M, F, A})]
+           end,
+    [E || E <- Body, Procs orelse not is_proc_event(E, Pid) orelse mark(E, Pid) =:= exit].
+
+upto_end([], _, _) -> [];
+upto_end([E | Es], Pid, MFA) ->
+    case mark(E, Pid) of
+        {return_from, MFA} -> [E];
+        {exception_from, MFA} -> [E];
+        exit -> [E];
+        _ -> [E | upto_end(Es, Pid, MFA)]
+    end.
+
+mark(E, Pid) when element(1, E) =:= trace_ts, element(2, E) =:= Pid ->
+    case element(3, E) of
+        call -> {call, setelement(3, element(4, E), length(element(3, element(4, E))))};
+        Tag when Tag =:= return_from; Tag =:= exception_from -> {Tag, element(4, E)};
+        exit -> exit;
+        _ -> none
+    end;
+mark(_, _) ->
+    none.
+
+is_proc_event(E, Pid) ->
+    element(1, E) =:= trace_ts andalso element(2, E) =:= Pid andalso
+        lists:member(element(3, E), [spawn, spawned, exit, link, unlink, getting_linked,
+                                     getting_unlinked, register, unregister]).
+
+html_link(File, Text) ->
+    io_lib:format("<a href=\"~ts\">~ts</a>", [filename:basename(File), Text]).
+
+diagram(File, What, Arrows, Names, FOpts) ->
+    Labels = maps:map(fun(P, _) -> tracekit_format:pid(P, FOpts) end, Names),
+    Text = tracekit_mermaid:sequence(Arrows, #{names => Labels#{untraced => "(untraced)"}}),
+    ok = file:write_file(File, unicode:characters_to_binary(Text)),
+    {File, "Mermaid diagram of " ++ What}.
+
+pids(Events) ->
+    lists:usort([P || E <- Events, P <- tuple_to_list(E) ++ info(E), is_pid(P)]).
+
+info({seq_trace, _, Info}) when is_tuple(Info) -> tuple_to_list(Info);
+info({seq_trace, _, Info, _}) when is_tuple(Info) -> tuple_to_list(Info);
+info(_) -> [].
+
+%% Arrows of the messages seen by process tracing. A send to a pid is an
+%% arrow; a send to a name goes to the process that has the name now; a
+%% send to an alias goes to whoever receives the same message next. A
+%% receive that matches no send seen (its sender was not traced) is an
+%% arrow from `untraced'.
+message_arrows(Events) ->
+    {Arrows, _, _} = lists:foldl(fun message_arrow/2, {[], [], []}, Events),
+    [{F, T, L} || {_, F, T, L} <- lists:reverse(Arrows)].
+
+message_arrow(E, {Acc, Sent, Unknown} = State) when element(1, E) =:= trace;
+                                                     element(1, E) =:= trace_ts ->
+    N = length(Acc),
+    case tuple_to_list(E) of
+        [_, From, send, Msg, To | _] when is_pid(To) ->
+            {[{N, From, To, label(Msg)} | Acc], [{To, Msg} | Sent], Unknown};
+        [_, From, send, Msg, To | _] when is_atom(To) ->
+            Dest = case whereis(To) of undefined -> To; P -> P end,
+            {[{N, From, Dest, label(Msg)} | Acc], [{Dest, Msg} | Sent], Unknown};
+        [_, From, send, Msg, To | _] ->
+            {[{N, From, To, label(Msg)} | Acc], Sent, [{N, Msg} | Unknown]};
+        [_, From, send_to_non_existing_process, Msg, To | _] ->
+            {[{N, From, To, [label(Msg), " (no such process)"]} | Acc], Sent, Unknown};
+        [_, To, 'receive', Msg | _] ->
+            case lists:member({To, Msg}, Sent) of
+                true ->
+                    {Acc, lists:delete({To, Msg}, Sent), Unknown};
+                false ->
+                    case lists:keytake(Msg, 2, lists:reverse(Unknown)) of
+                        {value, {I, _}, Rest} ->
+                            {lists:keyreplace(I, 1, Acc, setelement(3, lists:keyfind(I, 1, Acc), To)),
+                             Sent, lists:reverse(Rest)};
+                        false ->
+                            {[{N, untraced, To, label(Msg)} | Acc], Sent, Unknown}
+                    end
+            end;
+        _ ->
+            State
+    end;
+message_arrow(_, State) ->
+    State.
+
+%% Arrows of the seq_trace sends; a send to an alias or a name goes to the
+%% process whose receive event has the same serial.
+seq_arrows(Events) ->
+    Infos = [I || E <- Events, I <- [seq_info(E)], I =/= none],
+    Receivers = maps:from_list([{{Serial, From}, To}
+                                || {'receive', Serial, From, To, _} <- Infos]),
+    [{From, maps:get({Serial, From}, Receivers, To), label(Msg)}
+     || {send, Serial, From, To, Msg} <- Infos].
+
+seq_info({seq_trace, _, Info}) -> Info;
+seq_info({seq_trace, _, Info, _}) -> Info;
+seq_info(_) -> none.
+
+%% Labels of gen_server requests and replies say what they are.
+label({'$gen_call', {_, _}, Req}) -> ["call ", short(Req)];
+label({'$gen_cast', Req}) -> ["cast ", short(Req)];
+label({[alias | Ref], Reply}) when is_reference(Ref) -> ["reply ", short(Reply)];
+label({Ref, Reply}) when is_reference(Ref) -> ["reply ", short(Reply)];
+label(Msg) -> short(Msg).
+
+short(T) ->
+    tracekit_format:term(T, #{depth => 8, line_length => 80}).

@@ -1,0 +1,543 @@
+%% @doc Call specs: from the strings people type at the shell to match
+%% specs the VM understands.
+%%
+%% A spec string is close to Erlang syntax:
+%% ```
+%% "lists:seq/2"                           every call of lists:seq/2
+%% "lists:seq"                             lists:seq of any arity
+%% "lists" or "mymod:_"                    every function of the module
+%% "mymod:_/3"                             every function of arity 3
+%% "mymod:handle_call({get, _}, _, _)"     calls whose arguments match
+%% "lists:seq(From, To) when To > From + 100"    with a guard
+%% "mymod:f/1 -> return"                   also show the return value
+%% "mymod:f/1 -> exception"                also show exceptions
+%% "mymod:f/1 -> return, exception"        both
+%% '''
+%% Argument patterns may use literals, variables, `_', tuples, lists and
+%% maps (`#{key := Pattern}'); a variable that occurs twice must be bound
+%% to the same value. Guards use the guard BIFs of match specs
+%% (`is_integer/1', `element/2', `map_get/2', comparisons, arithmetic,
+%% `andalso', ...); `,' and `;' work as in a function clause.
+%%
+%% Terms are accepted too: `{M, F, A}' (where `F' and `A' may be `_') and
+%% `{M, F, A, MatchSpec}' with a match spec written by hand, or a list of
+%% any of these.
+%%
+%% {@link parse/1} only reads the spec; {@link resolve/1} also loads the
+%% modules and checks that some function matches. Both return
+%% `{error, {bad_spec, Spec, Why}}' on a mistake, where `Why' is a sentence
+%% saying what is wrong followed by an example of the right form.
+-module(tracekit_spec).
+
+-export([parse/1, resolve/1, shows_return/2, format/1]).
+
+-export_type([spec/0, call/0, mfa_pattern/0]).
+
+-type spec() :: string() | binary() | mfa_pattern()
+              | {module(), atom(), arity() | '_', [tuple()]}
+              | [string() | binary() | mfa_pattern() | tuple()].
+-type mfa_pattern() :: {module(), atom(), arity() | '_'}.
+%% One parsed call spec. `return' and `exception' say what to show after
+%% the call; `match_spec' already carries the matching trace action.
+-type call() :: #{module := module(),
+                  function := atom(),
+                  arity := arity() | '_',
+                  match_spec := [tuple()],
+                  return := boolean(),
+                  exception := boolean(),
+                  text := string()}.
+
+-define(EXAMPLE, "for example \"lists:seq/2\", "
+        "\"my_mod:handle_call({get, _}, _, _) -> return\" or "
+        "\"lists:seq(From, To) when To > From\"").
+
+-define(GUARD_BIFS,
+        [{abs,1}, {bit_size,1}, {byte_size,1}, {element,2}, {float,1},
+         {hd,1}, {is_atom,1}, {is_binary,1}, {is_bitstring,1},
+         {is_boolean,1}, {is_float,1}, {is_function,1}, {is_function,2},
+         {is_integer,1}, {is_list,1}, {is_map,1}, {is_map_key,2},
+         {is_number,1}, {is_pid,1}, {is_port,1}, {is_record,3}, {is_reference,1}, {is_tuple,1}, {length,1},
+         {map_get,2}, {map_size,1}, {max,2}, {min,2}, {node,0}, {node,1},
+         {round,1}, {self,0}, {size,1}, {tl,1}, {trunc,1}, {tuple_size,1},
+         {binary_part,2}, {binary_part,3}, {ceil,1}, {floor,1}]).
+
+-define(GUARD_OPS,
+        ['==', '/=', '=:=', '=/=', '<', '>', '=<', '>=', '+', '-', '*', '/',
+         'div', 'rem', 'band', 'bor', 'bxor', 'bsl', 'bsr', 'and', 'or',
+         'xor', 'andalso', 'orelse']).
+
+%% @doc Reads a spec without loading anything. Returns the call specs it
+%% stands for, in order.
+-spec parse(spec()) -> {ok, [call()]} | {error, {bad_spec, term(), string()}}.
+parse([]) ->
+    bad([], "the spec is empty");
+parse(Spec) when is_binary(Spec) ->
+    parse(unicode:characters_to_list(Spec));
+parse(Spec) when is_list(Spec) ->
+    case io_lib:printable_unicode_list(Spec) of
+        true -> wrap(Spec, parse_string(Spec));
+        false -> parse_list(Spec, [])
+    end;
+parse(Spec) when is_tuple(Spec) ->
+    wrap(Spec, parse_term(Spec));
+parse(Spec) ->
+    bad(Spec, "expected a string, {Module, Function, Arity}, "
+        "{Module, Function, Arity, MatchSpec} or a list of them").
+
+parse_list([], Acc) ->
+    {ok, lists:append(lists:reverse(Acc))};
+parse_list([S | T], Acc) when is_list(S); is_binary(S); is_tuple(S) ->
+    case parse(S) of
+        {ok, Calls} -> parse_list(T, [Calls | Acc]);
+        {error, _} = E -> E
+    end;
+parse_list([S | _], _) ->
+    bad(S, "expected a string, {Module, Function, Arity} or "
+        "{Module, Function, Arity, MatchSpec} in the list");
+parse_list(Improper, _) ->
+    bad(Improper, "expected a proper list of specs").
+
+wrap(Spec, {error, Why}) -> bad(Spec, Why);
+wrap(_Spec, {ok, Call}) -> {ok, [Call]}.
+
+bad(Spec, Why) ->
+    {error, {bad_spec, Spec, lists:flatten([Why, "; ", ?EXAMPLE])}}.
+
+%%% Terms ---------------------------------------------------------------------
+
+parse_term({M, F, A}) ->
+    parse_term({M, F, A, [{'_', [], []}]});
+parse_term({M, F, A, MS} = T) ->
+    case check_mfa(M, F, A) of
+        ok when is_list(MS) ->
+            case erlang:match_spec_test([], MS, trace) of
+                {ok, _, _, _} ->
+                    {ok, #{module => M, function => F, arity => A,
+                           match_spec => MS,
+                           return => ms_has(MS, [return_trace, exception_trace]),
+                           exception => ms_has(MS, [exception_trace]),
+                           text => lists:flatten(io_lib:format("~tw", [T]))}};
+                {error, Errs} ->
+                    {error, "the match spec is not valid: " ++
+                         lists:join("; ", [E || {_, E} <- Errs])}
+            end;
+        ok ->
+            {error, io_lib:format("the match spec must be a list, got ~0tp", [MS])};
+        {error, _} = E ->
+            E
+    end;
+parse_term(T) ->
+    {error, io_lib:format("~0tp is not {Module, Function, Arity} or "
+                          "{Module, Function, Arity, MatchSpec}", [T])}.
+
+check_mfa('_', _, _) ->
+    {error, "the module cannot be _: name the module to trace"};
+check_mfa(M, _, _) when not is_atom(M) ->
+    {error, io_lib:format("the module must be an atom, got ~0tp", [M])};
+check_mfa(_, F, _) when not is_atom(F) ->
+    {error, io_lib:format("the function must be an atom or _, got ~0tp", [F])};
+check_mfa(_, _, A) when A =:= '_'; is_integer(A), A >= 0, A =< 255 ->
+    ok;
+check_mfa(_, _, A) ->
+    {error, io_lib:format("the arity must be an integer from 0 to 255 or _, "
+                          "got ~0tp", [A])}.
+
+ms_has(MS, Actions) ->
+    lists:any(fun({_, _, Body}) when is_list(Body) ->
+                      lists:any(fun(B) -> lists:member(B, [{A} || A <- Actions]) end, Body);
+                 (_) -> false
+              end, MS).
+
+%%% Strings -------------------------------------------------------------------
+
+parse_string(S) ->
+    case erl_scan:string(S, {1, 1}) of
+        {ok, [], _} ->
+            {error, "the spec is empty"};
+        {ok, Tokens, End} ->
+            parse_tokens(S, Tokens, End);
+        {error, {{_, Col}, Mod, Err}, _} ->
+            {error, io_lib:format("cannot read the spec at column ~w: ~ts",
+                                  [Col, Mod:format_error(Err)])}
+    end.
+
+%% End is the location after the last character: the tokens added to
+%% make a form of the spec get it, so that an error there reads as an
+%% incomplete spec.
+parse_tokens(S, Tokens, End) ->
+    {HeadToks, ActionToks} = split_at(Tokens, '->'),
+    {CallToks, GuardToks} = split_at(HeadToks, 'when'),
+    maybe
+        {ok, {M, F, A, Args}} ?= parse_call(CallToks, End),
+        {ok, {Return, Exception}} ?= parse_actions(ActionToks),
+        {ok, MS} ?= match_spec(Args, GuardToks, End, Return, Exception),
+        {ok, #{module => M, function => F, arity => A, match_spec => MS,
+               return => Return, exception => Exception, text => S}}
+    end.
+
+%% Splits the tokens at the first Sep outside brackets: {Before, After}
+%% where After is none when Sep does not occur.
+split_at(Tokens, Sep) ->
+    split_at(Tokens, Sep, 0, []).
+
+split_at([], _Sep, _Depth, Acc) ->
+    {lists:reverse(Acc), none};
+split_at([{Sep, _} = T | Rest], Sep, 0, Acc) ->
+    {lists:reverse(Acc), {T, Rest}};
+split_at([T | Rest], Sep, Depth, Acc) ->
+    D = case element(1, T) of
+            Open when Open =:= '('; Open =:= '{'; Open =:= '['; Open =:= '<<' -> Depth + 1;
+            Close when Close =:= ')'; Close =:= '}'; Close =:= ']'; Close =:= '>>' -> Depth - 1;
+            _ -> Depth
+        end,
+    split_at(Rest, Sep, D, [T | Acc]).
+
+parse_call([], _End) ->
+    {error, "there is no function before the guard or the ->"};
+parse_call(Toks, End) ->
+    case erl_parse:parse_exprs(Toks ++ [{dot, End}]) of
+        {ok, [Expr]} ->
+            call_form(Expr);
+        {ok, _} ->
+            {error, "expected one function, got several separated by commas "
+             "(give a list of specs instead)"};
+        {error, {End, _, _}} ->
+            {error, "the spec ends too early (a bracket not closed?)"};
+        {error, {Loc, Mod, Err}} ->
+            {error, io_lib:format("syntax error at column ~w: ~ts",
+                                  [column(Loc), Mod:format_error(Err)])}
+    end.
+
+column({_, C}) -> C;
+column(L) -> L.
+
+call_form({remote, _, M, F}) ->
+    mfa(M, F, '_', none);
+call_form({op, _, '/', {remote, _, M, F}, A}) ->
+    case A of
+        {integer, _, N} when N >= 0, N =< 255 -> mfa(M, F, N, none);
+        {var, _, '_'} -> mfa(M, F, '_', none);
+        _ -> {error, io_lib:format("the arity must be an integer from 0 to "
+                                   "255 or _, got ~ts", [pp(A)])}
+    end;
+call_form({call, _, {remote, _, M, F}, Args}) ->
+    mfa(M, F, length(Args), Args);
+call_form({atom, _, M}) ->
+    mfa({atom, 0, M}, {var, 0, '_'}, '_', none);
+call_form(Expr) ->
+    {error, io_lib:format("expected Module:Function, Module:Function/Arity or "
+                          "Module:Function(ArgPatterns), got ~ts", [pp(Expr)])}.
+
+mfa({var, _, '_'}, _, _, _) ->
+    {error, "the module cannot be _: name the module to trace"};
+mfa({atom, _, M}, F0, A, Args) ->
+    case F0 of
+        {atom, _, F} -> {ok, {M, F, A, Args}};
+        {var, _, '_'} -> {ok, {M, '_', A, Args}};
+        _ -> {error, io_lib:format("the function must be an atom or _, got ~ts",
+                                   [pp(F0)])}
+    end;
+mfa(M, _, _, _) ->
+    {error, io_lib:format("the module must be an atom, got ~ts", [pp(M)])}.
+
+parse_actions(none) ->
+    {ok, {false, false}};
+parse_actions({_Arrow, []}) ->
+    {error, "nothing after ->: write -> return, -> exception or "
+     "-> return, exception"};
+parse_actions({_Arrow, Toks}) ->
+    actions(Toks, {false, false}).
+
+actions([{atom, _, return} | T], {_, E}) -> actions_sep(T, {true, E});
+actions([{atom, _, exception} | T], {R, _}) -> actions_sep(T, {R, true});
+actions([Tok | _], _) ->
+    {error, io_lib:format("unknown action ~ts after ->: use return, exception "
+                          "or both (-> return, exception)", [token_text(Tok)])};
+actions([], _) ->
+    {error, "an action is missing after the comma: use return or exception"}.
+
+actions_sep([], Acc) -> {ok, Acc};
+actions_sep([{',', _} | T], Acc) -> actions(T, Acc);
+actions_sep([Tok | _], _) ->
+    {error, io_lib:format("unexpected ~ts after the action: separate actions "
+                          "with a comma (-> return, exception)",
+                          [token_text(Tok)])}.
+
+token_text(Tok) ->
+    case erl_scan:text(Tok) of
+        undefined ->
+            case Tok of
+                {_, _, V} -> io_lib:format("~tw", [V]);
+                {Cat, _} -> atom_to_list(Cat)
+            end;
+        Text -> Text
+    end.
+
+pp(Expr) ->
+    try erl_pp:expr(Expr)
+    catch _:_ -> io_lib:format("~tw", [Expr])
+    end.
+
+%%% Match specs ---------------------------------------------------------------
+
+match_spec(Args, GuardToks, End, Return, Exception) ->
+    Body = if Exception -> [{exception_trace}];
+              Return -> [{return_trace}];
+              true -> []
+           end,
+    case {Args, GuardToks} of
+        {none, none} ->
+            {ok, [{'_', [], Body}]};
+        {none, {_When, _}} ->
+            {error, "a guard needs argument patterns to refer to: write "
+             "Module:Function(Arg1, Arg2) when ..."};
+        {_, _} ->
+            maybe
+                {ok, Head, Vars} ?= head(Args),
+                {ok, Guards} ?= guards(GuardToks, Vars, End),
+                MS = [{Head, G, Body} || G <- Guards],
+                ok ?= check_ms(MS),
+                {ok, MS}
+            end
+    end.
+
+check_ms(MS) ->
+    case erlang:match_spec_test([], MS, trace) of
+        {ok, _, _, _} -> ok;
+        {error, Errs} ->
+            {error, "the spec does not make a valid match spec: " ++
+                 lists:join("; ", [E || {_, E} <- Errs])}
+    end.
+
+%% The head: a list of patterns. Vars maps variable names to '$N'.
+head(Args) ->
+    try
+        {Pats, Vars} = lists:mapfoldl(fun pattern/2, #{}, Args),
+        {ok, Pats, Vars}
+    catch
+        throw:{pattern, Why} -> {error, Why}
+    end.
+
+pattern({var, _, '_'}, Vars) ->
+    {'_', Vars};
+pattern({var, _, V}, Vars) ->
+    case Vars of
+        #{V := Ms} -> {Ms, Vars};
+        _ ->
+            Ms = list_to_atom("$" ++ integer_to_list(map_size(Vars) + 1)),
+            {Ms, Vars#{V => Ms}}
+    end;
+pattern({tuple, _, Es}, Vars) ->
+    {Ps, Vars1} = lists:mapfoldl(fun pattern/2, Vars, Es),
+    {list_to_tuple(Ps), Vars1};
+pattern({cons, _, H, T}, Vars) ->
+    {HP, Vars1} = pattern(H, Vars),
+    {TP, Vars2} = pattern(T, Vars1),
+    {[HP | TP], Vars2};
+pattern({map, _, Fields}, Vars) ->
+    {KVs, Vars1} = lists:mapfoldl(fun map_field/2, Vars, Fields),
+    {maps:from_list(KVs), Vars1};
+pattern({atom, _, A} = E, Vars) ->
+    case atom_to_list(A) of
+        [$$ | _] -> not_pattern(E, "atoms beginning with $ cannot be matched in a match spec");
+        "_" -> not_pattern(E, "the atom '_' cannot be matched in a match spec");
+        _ -> {A, Vars}
+    end;
+pattern({match, _, _, _} = E, _) ->
+    not_pattern(E, "Var = Pattern is not supported in a match spec: "
+                "use the pattern alone");
+pattern({op, _, '++', _, _} = E, _) ->
+    not_pattern(E, "\"prefix\" ++ Rest is not supported in a match spec: "
+                "use a list pattern such as [$p, $r | Rest]");
+pattern({record, _, Name, _} = E, _) ->
+    not_pattern(E, io_lib:format("records are not known here: write the "
+                                 "tuple, {~tw, ...}", [Name]));
+pattern(E, Vars) ->
+    try erl_parse:normalise(E) of
+        T -> {T, Vars}
+    catch
+        _:_ -> not_pattern(E, "use literals, variables, _, tuples, lists "
+                           "and maps with :=")
+    end.
+
+map_field({map_field_exact, _, K, V}, Vars) ->
+    Key = try erl_parse:normalise(K)
+          catch _:_ -> not_pattern(K, "map keys must be literals")
+          end,
+    {VP, Vars1} = pattern(V, Vars),
+    {{Key, VP}, Vars1};
+map_field({map_field_assoc, _, _, _} = F, _) ->
+    throw({pattern, io_lib:format("the map field ~ts uses =>: in a pattern "
+                                  "write Key := Pattern", [pp_field(F)])}).
+
+pp_field({_, _, K, V}) -> [pp(K), " => ", pp(V)].
+
+-spec not_pattern(erl_parse:abstract_expr(), iodata()) -> no_return().
+not_pattern(E, Why) ->
+    throw({pattern, lists:flatten(io_lib:format(
+                                    "argument pattern ~ts is not supported: ~ts",
+                                    [pp(E), Why]))}).
+
+guards(none, _Vars, _End) ->
+    {ok, [[]]};
+guards({_When, []}, _Vars, _End) ->
+    {error, "nothing after when: write a guard such as when N > 0"};
+guards({{'when', L}, Toks}, Vars, End) ->
+    Form = [{atom, L, f}, {'(', L}, {')', L}, {'when', L}] ++ Toks
+        ++ [{'->', End}, {atom, End, ok}, {dot, End}],
+    case erl_parse:parse_form(Form) of
+        {ok, {function, _, f, 0, [{clause, _, [], GuardSeq, _}]}} ->
+            try
+                {ok, [[guard(G, Vars) || G <- Guard] || Guard <- GuardSeq]}
+            catch
+                throw:{guard, Why} -> {error, Why}
+            end;
+        {error, {End, _, _}} ->
+            {error, "the guard ends too early"};
+        {error, {Loc, Mod, Err}} ->
+            {error, io_lib:format("syntax error in the guard at column ~w: ~ts",
+                                  [column(Loc), Mod:format_error(Err)])}
+    end.
+
+guard({var, _, '_'}, _) ->
+    throw({guard, "_ cannot be used in a guard"});
+guard({var, _, V}, Vars) ->
+    case Vars of
+        #{V := Ms} -> Ms;
+        _ -> throw({guard, lists:flatten(
+                             io_lib:format("variable ~ts in the guard is not "
+                                           "bound in the argument patterns",
+                                           [V]))})
+    end;
+guard({integer, _, I}, _) -> I;
+guard({float, _, F}, _) -> F;
+guard({char, _, C}, _) -> C;
+guard({tuple, _, Es} = E, Vars) ->
+    case literal(E) of
+        {ok, T} -> {const, T};
+        error -> {list_to_tuple([guard(X, Vars) || X <- Es])}
+    end;
+guard({cons, _, H, T} = E, Vars) ->
+    case literal(E) of
+        {ok, L} -> {const, L};
+        error -> [guard(H, Vars) | guard(T, Vars)]
+    end;
+guard({op, _, Op, A, B}, Vars) ->
+    case lists:member(Op, ?GUARD_OPS) of
+        true -> {Op, guard(A, Vars), guard(B, Vars)};
+        false -> throw({guard, lists:flatten(
+                                 io_lib:format("the operator ~ts cannot be used "
+                                               "in a guard", [Op]))})
+    end;
+guard({op, _, '-', {Num, _, N}}, _) when Num =:= integer; Num =:= float ->
+    -N;
+guard({op, _, Op, A}, Vars) when Op =:= 'not'; Op =:= '-'; Op =:= '+'; Op =:= 'bnot' ->
+    {Op, guard(A, Vars)};
+guard({call, _, {remote, _, {atom, _, erlang}, {atom, _, F}}, Args}, Vars) ->
+    guard_call(F, Args, Vars);
+guard({call, _, {atom, _, F}, Args}, Vars) ->
+    guard_call(F, Args, Vars);
+guard({call, _, Fun, Args}, _) ->
+    throw({guard, lists:flatten(
+                    io_lib:format("~ts/~w cannot be used in a guard (only "
+                                  "guard BIFs such as is_integer/1, "
+                                  "element/2, map_get/2)",
+                                  [pp(Fun), length(Args)]))});
+guard(E, _) ->
+    case literal(E) of
+        {ok, T} -> {const, T};
+        error -> throw({guard, lists:flatten(
+                                 io_lib:format("~ts is not supported in a guard",
+                                               [pp(E)]))})
+    end.
+
+guard_call(F, Args, Vars) ->
+    case lists:member({F, length(Args)}, ?GUARD_BIFS) of
+        true ->
+            list_to_tuple([F | [guard(A, Vars) || A <- Args]]);
+        false ->
+            throw({guard, lists:flatten(
+                            io_lib:format("~ts/~w cannot be used in a guard "
+                                          "(only guard BIFs such as "
+                                          "is_integer/1, element/2, "
+                                          "map_get/2)", [F, length(Args)]))})
+    end.
+
+literal(E) ->
+    try {ok, erl_parse:normalise(E)}
+    catch _:_ -> error
+    end.
+
+%%% Resolving -----------------------------------------------------------------
+
+%% @doc Reads a spec like {@link parse/1}, loads the modules it names and
+%% checks that each call spec matches at least one function. Returns the
+%% call specs with `{M, F, A}' patterns that OTP's trace functions accept
+%% (`M:_/2' is expanded into the functions of arity 2).
+-spec resolve(spec()) ->
+          {ok, [{call(), [mfa_pattern()]}]} | {error, {bad_spec, term(), string()}}.
+resolve(Spec) ->
+    case parse(Spec) of
+        {ok, Calls} -> resolve_calls(Calls, []);
+        {error, _} = E -> E
+    end.
+
+resolve_calls([], Acc) ->
+    {ok, lists:reverse(Acc)};
+resolve_calls([#{text := Text} = C | T], Acc) ->
+    case targets(C) of
+        {ok, MFAs} -> resolve_calls(T, [{C, MFAs} | Acc]);
+        {error, Why} -> {error, {bad_spec, Text, lists:flatten(Why)}}
+    end.
+
+targets(#{module := M, function := F, arity := A}) ->
+    case code:ensure_loaded(M) of
+        {module, M} ->
+            Fs = M:module_info(functions),
+            case [FA || {F1, A1} = FA <- Fs,
+                        F =:= '_' orelse F =:= F1,
+                        A =:= '_' orelse A =:= A1] of
+                [] -> {error, no_match(M, F, A, Fs)};
+                _ when F =:= '_', A =/= '_' ->
+                    {ok, [{M, F1, A} || {F1, A1} <- Fs, A1 =:= A]};
+                _ -> {ok, [{M, F, A}]}
+            end;
+        {error, Why} ->
+            {error, [io_lib:format("module ~tw is not loaded and cannot be "
+                                   "loaded (~tw)", [M, Why]), "; ", ?EXAMPLE]}
+    end.
+
+no_match(M, F, A, Fs) ->
+    Why = case [A1 || {F1, A1} <- Fs, F1 =:= F] of
+              _ when F =:= '_' ->
+                  io_lib:format("module ~tw has no function of arity ~w", [M, A]);
+              [] ->
+                  io_lib:format("module ~tw has no function ~tw", [M, F]);
+              Arities ->
+                  io_lib:format("module ~tw has no function ~tw/~w; it has ~ts",
+                                [M, F, A, lists:join(", ", [io_lib:format("~tw/~w", [F, X])
+                                                            || X <- lists:usort(Arities)])])
+          end,
+    Same = [FA || {F1, _} = FA <- Fs, F1 =:= F],
+    Exported = [FA || {F1, _} = FA <- M:module_info(exports),
+                      F1 =/= module_info],
+    case Same ++ Exported of
+        [{EF, EA} | _] ->
+            io_lib:format("~ts; for example \"~tw:~tw/~w\"", [Why, M, EF, EA]);
+        [] ->
+            [Why, "; ", ?EXAMPLE]
+    end.
+
+%% @doc True when return values of `{M, F, A}' are to be shown: when some
+%% call spec matching that function asked for `return' (with only
+%% `exception' the VM also reports returns, and they are not shown).
+-spec shows_return([call()], mfa()) -> boolean().
+shows_return(Calls, {M, F, A}) ->
+    lists:any(fun(#{module := M1, function := F1, arity := A1, return := R}) ->
+                      R andalso M1 =:= M andalso (F1 =:= '_' orelse F1 =:= F)
+                          andalso (A1 =:= '_' orelse A1 =:= A)
+              end, Calls).
+
+%% @doc The text of a call spec as the user wrote it (or the term).
+-spec format(call()) -> string().
+format(#{text := T}) -> T.

@@ -1,0 +1,441 @@
+%% The shell API (tracekit) on a real VM: what is printed, the limits, a
+%% burst of a million events, exact drop accounting, cleanup at a limit,
+%% on stop and when the caller dies, bad specs, and tracing side by side
+%% with dbg.
+-module(tracekit_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_testcase/2, end_per_testcase/2]).
+-export([calls_print_one_line_each/1, exception_only_hides_returns/1,
+         match_spec_patterns_select/1, messages_with_names/1, process_events/1,
+         collect_instead_of_print/1, format_fun/1,
+         burst_of_a_million_does_not_flood/1, drop_accounting_is_exact/1,
+         rate_limit_stops/1, time_limit_stops/1,
+         cleanup_at_limit/1, cleanup_on_stop/1, cleanup_when_caller_dies/1,
+         cleanup_when_tracer_is_killed/1,
+         stop_stops_only_the_callers_traces/1, bad_input_traces_nothing/1,
+         own_processes_are_not_traced/1, side_by_side_with_dbg/1]).
+%% Traced by the cases.
+-export([double/1, boom/1, tick/1, handle/2]).
+
+all() ->
+    [calls_print_one_line_each, exception_only_hides_returns,
+     match_spec_patterns_select, messages_with_names, process_events,
+     collect_instead_of_print, format_fun,
+     burst_of_a_million_does_not_flood, drop_accounting_is_exact,
+     rate_limit_stops, time_limit_stops,
+     cleanup_at_limit, cleanup_on_stop, cleanup_when_caller_dies,
+     cleanup_when_tracer_is_killed,
+     stop_stops_only_the_callers_traces, bad_input_traces_nothing,
+     own_processes_are_not_traced, side_by_side_with_dbg].
+
+init_per_testcase(_, Config) ->
+    Io = tk_capture:start(),
+    [{io, Io}, {alive0, tracekit_ring:alive()} | Config].
+
+end_per_testcase(_, Config) ->
+    ok = tracekit:stop(),
+    tk_capture:stop(?config(io, Config)),
+    ok.
+
+double(X) -> 2 * X.
+boom(X) -> error({boom, X}).
+tick(X) -> X.
+handle(Req, State) -> {reply, Req, State}.
+
+ticks(N) -> ticks(1, N).
+ticks(I, N) when I > N -> ok;
+ticks(I, N) -> _ = tick(I), ticks(I + 1, N).
+
+%% Starts a trace printing to the capture device of the case.
+opts(Config, Opts) -> Opts#{io => ?config(io, Config)}.
+
+contains(Text, Part) -> string:find(Text, Part) =/= nomatch.
+
+%% The numbers of a summary line.
+summary(Line) ->
+    {match, [Shown, Dropped]} =
+        re:run(Line, "^tracekit: ([0-9]+) events? shown, ([0-9]+) dropped;",
+               [{capture, all_but_first, list}]),
+    {list_to_integer(Shown), list_to_integer(Dropped)}.
+
+tracekit_sessions() ->
+    [S || {tracekit, _} = S <- trace:session_info(all)].
+
+%% Polls Pred every 10 ms for up to 5 s.
+eventually(Pred) -> eventually(Pred, 500).
+eventually(Pred, 0) -> ?assert(Pred());
+eventually(Pred, N) ->
+    case Pred() of
+        true -> ok;
+        false -> timer:sleep(10), eventually(Pred, N - 1)
+    end.
+
+%% Nothing of tracekit is left: no session, every ring freed, the
+%% function no longer traced.
+assert_clean(Config, MFA) ->
+    Alive0 = ?config(alive0, Config),
+    eventually(fun() ->
+                       [erlang:garbage_collect(P) || P <- processes()],
+                       tracekit_sessions() =:= [] andalso tracekit_ring:alive() =:= Alive0
+               end),
+    ?assertEqual([], [S || {tracekit, _} = S <- trace:session_info(MFA)]).
+
+%%% What is printed ------------------------------------------------------------
+
+calls_print_one_line_each(Config) ->
+    Io = ?config(io, Config),
+    {ok, T} = tracekit:calls("tracekit_SUITE:double/1 -> return", opts(Config, #{})),
+    ?assert(is_pid(T)),
+    Self = pid_to_list(self()),
+    42 = double(21),
+    tracekit_SUITE:double(1),
+    {ok, #{reason := stopped, shown := 4, dropped := 0}} = tracekit:stop(T),
+    Lines = tk_capture:lines(Io),
+    ct:log("~ts", [lists:join("\n", Lines)]),
+    ?assertMatch([_, _, _, _, _, _], Lines),
+    [Header, C1, R1, C2, R2, Summary] = Lines,
+    ?assertEqual("tracekit: tracing calls to tracekit_SUITE:double/1 -> return in all "
+                 "processes (stops after 100 events or 15000 ms)", Header),
+    Time = "^[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6} ",
+    [?assertMatch({match, _}, re:run(L, Time)) || L <- [C1, R1, C2, R2]],
+    ?assertEqual(Self ++ " tracekit_SUITE:double(21)", lists:nthtail(16, C1)),
+    ?assertEqual(Self ++ " tracekit_SUITE:double/1 -> 42", lists:nthtail(16, R1)),
+    ?assertEqual(Self ++ " tracekit_SUITE:double(1)", lists:nthtail(16, C2)),
+    ?assertEqual("tracekit: 4 events shown, 0 dropped; stopped by tracekit:stop", Summary).
+
+exception_only_hides_returns(Config) ->
+    Io = ?config(io, Config),
+    {ok, T} = tracekit:calls(["tracekit_SUITE:boom/1 -> exception",
+                              "tracekit_SUITE:double/1 -> exception"], opts(Config, #{})),
+    4 = double(2),
+    try boom(7) catch error:{boom, 7} -> ok end,
+    {ok, #{shown := 3}} = tracekit:stop(T),
+    Lines = tk_capture:lines(Io),
+    ct:log("~ts", [lists:join("\n", Lines)]),
+    ?assertEqual(1, length([L || L <- Lines, contains(L, "tracekit_SUITE:double(2)")])),
+    ?assertEqual(1, length([L || L <- Lines, contains(L, "tracekit_SUITE:boom(7)")])),
+    ?assertEqual(1, length([L || L <- Lines,
+                                 contains(L, "tracekit_SUITE:boom/1 raised error:{boom,7}")])),
+    ?assertEqual([], [L || L <- tl(Lines), contains(L, " -> ")]).
+
+match_spec_patterns_select(Config) ->
+    {ok, T} = tracekit:calls("tracekit_SUITE:handle({get, K}, _) when is_atom(K) -> return",
+                             opts(Config, #{print => false})),
+    handle({get, a}, s1),
+    handle({get, "a"}, s2),
+    handle({put, a}, s3),
+    handle({get, b}, s4),
+    Self = self(),
+    {ok, #{events := Events}} = tracekit:stop(T),
+    ?assertMatch([{trace_ts, Self, call, {?MODULE, handle, [{get, a}, s1]}, _},
+                  {trace_ts, Self, return_from, {?MODULE, handle, 2}, {reply, {get, a}, s1}, _},
+                  {trace_ts, Self, call, {?MODULE, handle, [{get, b}, s4]}, _},
+                  {trace_ts, Self, return_from, {?MODULE, handle, 2}, {reply, {get, b}, s4}, _}],
+                 Events).
+
+messages_with_names(Config) ->
+    Io = ?config(io, Config),
+    Server = spawn_link(fun Loop() -> receive {From, M} -> From ! {echo, M}, Loop() end end),
+    register(tk_echo, Server),
+    {ok, _} = tracekit:messages(tk_echo, opts(Config, #{max_events => 4})),
+    [begin tk_echo ! {self(), {hello, I}}, receive {echo, _} -> ok end end
+     || I <- [1, 2, 3]],
+    Summary = tk_capture:wait_for(Io, "^tracekit: 4 events", 5000),
+    Lines = tk_capture:lines(Io),
+    ct:log("~ts", [lists:join("\n", Lines)]),
+    S = pid_to_list(Server) ++ " (tk_echo)",
+    Me = pid_to_list(self()),
+    ?assertEqual("tracekit: tracing messages of " ++ S ++ " (stops after 4 events or 15000 ms)",
+                 hd(Lines)),
+    ?assertEqual([S ++ " << {" ++ Me ++ ",{hello,1}}",
+                  S ++ " ! {echo,{hello,1}} -> " ++ Me,
+                  S ++ " << {" ++ Me ++ ",{hello,2}}",
+                  S ++ " ! {echo,{hello,2}} -> " ++ Me],
+                 [lists:nthtail(16, L) || L <- lists:sublist(Lines, 2, 4)]),
+    %% The third exchange is dropped, or not traced at all when the
+    %% limit was seen before it happened.
+    {4, Dropped} = summary(Summary),
+    ?assert(Dropped =:= 0 orelse Dropped =:= 2),
+    unlink(Server),
+    exit(Server, kill).
+
+process_events(Config) ->
+    {ok, T} = tracekit:procs(new, opts(Config, #{print => false})),
+    {P, Ref} = spawn_monitor(fun() ->
+                                     register(tk_short_lived, self()),
+                                     link(self()),
+                                     exit(done)
+                             end),
+    receive {'DOWN', Ref, process, P, done} -> ok end,
+    {ok, #{events := Events}} = tracekit:stop(T),
+    Tags = [element(3, E) || E <- Events, element(2, E) =:= P],
+    ?assertEqual([spawned, register, exit, unregister], Tags -- [link]),
+    Lines = [lists:flatten(tracekit_format:event(E, #{})) || E <- Events],
+    ct:log("~ts", [lists:join("\n", Lines)]),
+    ?assert(lists:any(fun(L) -> contains(L, "registered as tk_short_lived") end, Lines)),
+    ?assert(lists:any(fun(L) -> contains(L, "exited: done") end, Lines)).
+
+collect_instead_of_print(Config) ->
+    Io = ?config(io, Config),
+    {ok, T} = tracekit:calls({?MODULE, double, 1}, opts(Config, #{print => false, max_events => 3})),
+    Self = self(),
+    [double(I) || I <- lists:seq(1, 5)],
+    %% The summary comes as a message to the caller, with the events.
+    receive
+        {tracekit, T, done, Summary} ->
+            ?assertMatch(#{reason := {max_events, 3}, shown := 3, dropped := D,
+                           events := [{trace_ts, Self, call, {?MODULE, double, [1]}, _},
+                                      {trace_ts, Self, call, {?MODULE, double, [2]}, _},
+                                      {trace_ts, Self, call, {?MODULE, double, [3]}, _}]}
+                           when D =< 2, Summary)
+    after 5000 ->
+            ct:fail(no_summary)
+    end,
+    ?assertEqual("", tk_capture:text(Io)),
+    ?assertEqual({error, not_running}, tracekit:wait(T, 1000)).
+
+format_fun(Config) ->
+    Io = ?config(io, Config),
+    Fun = fun({trace_ts, _, call, {_, _, [X]}, _}) -> io_lib:format("double of ~w", [X]) end,
+    {ok, T} = tracekit:calls("tracekit_SUITE:double/1", opts(Config, #{format => Fun})),
+    double(5),
+    {ok, _} = tracekit:stop(T),
+    ?assertMatch([_, "double of 5", _], tk_capture:lines(Io)).
+
+%%% Limits and bursts --------------------------------------------------------
+
+%% A million calls with the default limits: the shell gets the header, 100
+%% lines and the summary; the rest is counted as dropped.
+burst_of_a_million_does_not_flood(Config) ->
+    Io = ?config(io, Config),
+    {ok, _} = tracekit:calls("tracekit_SUITE:tick/1", opts(Config, #{})),
+    N = 1000000,
+    {Us, ok} = timer:tc(fun() -> ticks(N) end),
+    Summary = tk_capture:wait_for(Io, "^tracekit: [0-9]", 10000),
+    Lines = tk_capture:lines(Io),
+    {Shown, Dropped} = summary(Summary),
+    ct:log("~w calls in ~w ms; ~ts", [N, Us div 1000, Summary]),
+    ?assertEqual(102, length(Lines)),
+    ?assertEqual(100, length([L || L <- Lines, contains(L, "tracekit_SUITE:tick(")])),
+    ?assertEqual(100, Shown),
+    ?assert(Dropped > 0),
+    ?assert(Shown + Dropped =< N),
+    ?assert(contains(Summary, "stopped at the limit of 100 events")),
+    %% The printer's mailbox and the shell's never grew.
+    ?assertMatch({message_queue_len, L} when L < 10,
+                 erlang:process_info(Io, message_queue_len)).
+
+%% With no count limit and a tiny ring, most of a burst is refused by the
+%% ring: what was shown and what was dropped add up to every call.
+drop_accounting_is_exact(Config) ->
+    Io = ?config(io, Config),
+    N = 200000,
+    {ok, T} = tracekit:calls("tracekit_SUITE:tick/1",
+                             opts(Config, #{max_events => infinity, max_time => infinity,
+                                            ring_size => 4096})),
+    Self = self(),
+    Burst = [spawn_link(fun() -> ticks(N div 4), Self ! {done, self()} end)
+             || _ <- lists:seq(1, 4)],
+    [receive {done, P} -> ok end || P <- Burst],
+    {ok, #{reason := stopped, shown := Shown, dropped := Dropped}} = tracekit:stop(T),
+    ct:log("shown ~w, dropped ~w", [Shown, Dropped]),
+    ?assertEqual(N, Shown + Dropped),
+    ?assert(Dropped > 0),
+    ?assertEqual(Shown, length([L || L <- tk_capture:lines(Io),
+                                     contains(L, "tracekit_SUITE:tick(")])).
+
+rate_limit_stops(Config) ->
+    {ok, T} = tracekit:calls("tracekit_SUITE:tick/1",
+                             opts(Config, #{rate => {10, 1000}, print => false})),
+    ticks(50),
+    {ok, #{reason := Reason, shown := Shown, dropped := Dropped}} = tracekit:wait(T, 5000),
+    ?assertEqual({rate, {10, 1000}}, Reason),
+    ?assertEqual(10, Shown),
+    ?assert(Dropped >= 1 andalso Shown + Dropped =< 50).
+
+time_limit_stops(Config) ->
+    T0 = erlang:monotonic_time(millisecond),
+    {ok, T} = tracekit:calls("tracekit_SUITE:tick/1",
+                             opts(Config, #{max_time => 300, print => false})),
+    ticks(3),
+    {ok, #{reason := {max_time, 300}, shown := 3, dropped := 0}} = tracekit:wait(T, 5000),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    ?assert(Ms >= 300 andalso Ms < 2000).
+
+%%% Cleanup ------------------------------------------------------------------
+
+cleanup_at_limit(Config) ->
+    Io = ?config(io, Config),
+    {ok, T} = tracekit:calls("tracekit_SUITE:tick/1", opts(Config, #{max_events => 5})),
+    ?assertMatch([_], tracekit_sessions()),
+    ?assertEqual(?config(alive0, Config) + 1, tracekit_ring:alive()),
+    ticks(100),
+    tk_capture:wait_for(Io, "^tracekit: 5 events", 5000),
+    tk_collector:wait_dead([T]),
+    assert_clean(Config, {?MODULE, tick, 1}),
+    %% Tracing is really off: more calls print nothing.
+    ticks(10),
+    timer:sleep(50),
+    ?assertEqual(7, length(tk_capture:lines(Io))).
+
+cleanup_on_stop(Config) ->
+    {ok, T} = tracekit:messages(self(), opts(Config, #{max_time => infinity})),
+    ?assertMatch([_], tracekit_sessions()),
+    ?assertMatch([{tracekit, _}], [S || {tracekit, _} = S <- trace:session_info(self())]),
+    ok = tracekit:stop(),
+    ?assertNot(is_process_alive(T)),
+    assert_clean(Config, {?MODULE, tick, 1}),
+    ?assertEqual([], [S || {tracekit, _} = S <- trace:session_info(self())]).
+
+cleanup_when_caller_dies(Config) ->
+    Io = ?config(io, Config),
+    Self = self(),
+    Caller = spawn(fun() ->
+                           {ok, T} = tracekit:calls("tracekit_SUITE:tick/1",
+                                                    #{io => Io, max_time => infinity}),
+                           Self ! {started, T},
+                           receive die -> exit(crashed) end
+                   end),
+    T = receive {started, Pid} -> Pid end,
+    ticks(2),
+    ?assertMatch([_], tracekit_sessions()),
+    Caller ! die,
+    tk_collector:wait_dead([T]),
+    Summary = tk_capture:wait_for(Io, "^tracekit: [0-9]", 5000),
+    ?assertEqual("tracekit: 2 events shown, 0 dropped; stopped: the process that "
+                 "started the trace exited", Summary),
+    assert_clean(Config, {?MODULE, tick, 1}).
+
+%% Even when the printer process is killed, the session goes with its
+%% handle and the ring with its last reference.
+cleanup_when_tracer_is_killed(Config) ->
+    {ok, T} = tracekit:calls("tracekit_SUITE:tick/1", opts(Config, #{max_time => infinity})),
+    ticks(2),
+    exit(T, kill),
+    tk_collector:wait_dead([T]),
+    assert_clean(Config, {?MODULE, tick, 1}).
+
+stop_stops_only_the_callers_traces(Config) ->
+    Io = ?config(io, Config),
+    Self = self(),
+    Other = spawn_link(fun() ->
+                               {ok, T} = tracekit:calls("tracekit_SUITE:double/1",
+                                                        #{io => Io, print => false}),
+                               Self ! {other, T},
+                               receive stop -> Self ! {other_done, tracekit:stop(T)} end
+                       end),
+    OtherT = receive {other, P} -> P end,
+    {ok, A} = tracekit:calls("tracekit_SUITE:tick/1", opts(Config, #{})),
+    {ok, B} = tracekit:messages(self(), opts(Config, #{})),
+    ?assertEqual(3, length(tracekit_sessions())),
+    ok = tracekit:stop(),
+    ?assertNot(is_process_alive(A)),
+    ?assertNot(is_process_alive(B)),
+    ?assert(is_process_alive(OtherT)),
+    ?assertEqual(1, length(tracekit_sessions())),
+    double(1),
+    Other ! stop,
+    receive {other_done, R} -> ?assertMatch({ok, #{shown := 1}}, R) end,
+    assert_clean(Config, {?MODULE, double, 1}).
+
+bad_input_traces_nothing(Config) ->
+    Io = ?config(io, Config),
+    Sessions = trace:session_info(all),
+    Alive = tracekit_ring:alive(),
+    Bad = [tracekit:calls("tracekit_SUITE:double(", opts(Config, #{})),
+           tracekit:calls("tracekit_SUITE:double/1 -> retrun", opts(Config, #{})),
+           tracekit:calls("tracekit_SUITE:nope/1", opts(Config, #{})),
+           tracekit:calls("no_such_module_tk:f/1", opts(Config, #{})),
+           tracekit:calls("tracekit_SUITE:double/1", opts(Config, #{max_events => 0})),
+           tracekit:calls("tracekit_SUITE:double/1", opts(Config, #{colour => red})),
+           tracekit:calls("tracekit_SUITE:double/1", [{max_events, 1}]),
+           tracekit:calls("tracekit_SUITE:double/1", opts(Config, #{processes => no_such_name_tk})),
+           tracekit:messages(no_such_name_tk, opts(Config, #{})),
+           tracekit:messages([], opts(Config, #{})),
+           tracekit:procs("x", opts(Config, #{}))],
+    ct:log("~p", [Bad]),
+    [?assertMatch({error, {Kind, _, Why}} when is_atom(Kind) andalso is_list(Why), B)
+     || B <- Bad],
+    ?assertMatch([{error, {bad_spec, _, _}}, {error, {bad_spec, _, _}},
+                  {error, {bad_spec, _, _}}, {error, {bad_spec, _, _}},
+                  {error, {bad_option, {max_events, 0}, _}},
+                  {error, {bad_option, {colour, red}, _}},
+                  {error, {bad_option, [{max_events, 1}], _}},
+                  {error, {bad_process, no_such_name_tk, "no process is registered as no_such_name_tk"}},
+                  {error, {bad_process, no_such_name_tk, _}},
+                  {error, {bad_process, [], _}},
+                  {error, {bad_process, "x", _}}], Bad),
+    {error, {bad_spec, _, Why}} = hd(Bad),
+    ?assert(contains(Why, "for example")),
+    ?assertEqual(Sessions, trace:session_info(all)),
+    ?assertEqual(Alive, tracekit_ring:alive()),
+    ?assertEqual("", tk_capture:text(Io)),
+    ?assertEqual([], [S || {tracekit, _} = S <- trace:session_info({?MODULE, double, 1})]).
+
+%% The printer calls io:put_chars/2 for every line (the header is printed
+%% after tracing is on): with every process traced, it would trace itself
+%% until the limit. It and its io device are left out.
+own_processes_are_not_traced(Config) ->
+    Io = ?config(io, Config),
+    %% Printing to the caller's group leader, as in the shell.
+    GL = group_leader(),
+    group_leader(Io, self()),
+    {ok, T2} = try tracekit:calls("io:put_chars/2", #{max_events => 5})
+               after group_leader(GL, self())
+               end,
+    timer:sleep(100),
+    {ok, #{shown := Shown}} = tracekit:stop(T2),
+    Lines = tk_capture:lines(Io),
+    ct:log("~ts", [lists:join("\n", Lines)]),
+    ?assertEqual(Shown + 2, length(Lines)),
+    ?assertEqual([], [L || L <- Lines, contains(L, pid_to_list(T2) ++ " io:put_chars")]).
+
+%%% Side by side with dbg ----------------------------------------------------
+
+%% dbg (a process tracer in the legacy session) and tracekit (its own
+%% session) trace the same process at the same time, calls and messages:
+%% each gets every event.
+side_by_side_with_dbg(Config) ->
+    Self = self(),
+    Worker = spawn_link(fun Loop() ->
+                                receive
+                                    {work, From, X} -> From ! {done, double(X)}, Loop();
+                                    stop -> ok
+                                end
+                        end),
+    Got = ets:new(dbg_events, [public, bag]),
+    {ok, _} = dbg:tracer(process, {fun(E, N) -> ets:insert(Got, {N, E}), N + 1 end, 0}),
+    {ok, _} = dbg:p(Worker, [c, m]),
+    {ok, _} = dbg:tpl(?MODULE, double, 1, []),
+    {ok, Calls} = tracekit:calls("tracekit_SUITE:double/1",
+                                 opts(Config, #{processes => Worker, print => false})),
+    {ok, Msgs} = tracekit:messages(Worker, opts(Config, #{print => false})),
+    N = 20,
+    [begin Worker ! {work, Self, I}, receive {done, _} -> ok end end || I <- lists:seq(1, N)],
+    {ok, #{events := CallEvents, dropped := 0}} = tracekit:stop(Calls),
+    {ok, #{events := MsgEvents, dropped := 0}} = tracekit:stop(Msgs),
+    %% Every dbg event delivered, then dbg off.
+    eventually(fun() -> length([x || {_, {trace, _, send, {done, _}, _}} <- ets:tab2list(Got)]) =:= N end),
+    dbg:stop(),
+    DbgEvents = [E || {_, E} <- lists:keysort(1, ets:tab2list(Got))],
+    ets:delete(Got),
+    Worker ! stop,
+    ?assertEqual([{call, {?MODULE, double, [I]}} || I <- lists:seq(1, N)],
+                 [{call, MFA} || {trace, P, call, MFA} <- DbgEvents, P =:= Worker]),
+    ?assertEqual([{call, {?MODULE, double, [I]}} || I <- lists:seq(1, N)],
+                 [{call, MFA} || {trace_ts, P, call, MFA, _} <- CallEvents, P =:= Worker]),
+    Strip = fun(Es) -> [{Tag, M} || E <- Es, {Tag, M} <- [msg(E)]] end,
+    Expected = lists:append([[{'receive', {work, Self, I}}, {send, {done, 2 * I}}]
+                             || I <- lists:seq(1, N)]),
+    ?assertEqual(Expected, Strip(MsgEvents)),
+    ?assertEqual(Expected, Strip([E || E <- DbgEvents, element(3, E) =/= call])),
+    assert_clean(Config, {?MODULE, double, 1}).
+
+msg({trace, _, 'receive', M}) -> {'receive', M};
+msg({trace, _, send, M, _}) -> {send, M};
+msg({trace_ts, _, 'receive', M, _}) -> {'receive', M};
+msg({trace_ts, _, send, M, _, _}) -> {send, M};
+msg(_) -> none.

@@ -1,0 +1,194 @@
+%% tracekit_cth under a real Common Test run: the sample suite in
+%% tracekit_cth_SUITE_data (passing and failing cases) runs on a peer node
+%% (Common Test cannot run inside itself), then its log directory is
+%% checked. The sample is kept as .erl.src so that neither rebar3 nor the
+%% project's own test run takes it for one of theirs.
+-module(tracekit_cth_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1]).
+-export([failing_case_leaves_its_trace/1, passing_case_leaves_nothing/1,
+         config_turns_recording_off/1, always_writes_passing_cases/1,
+         group_options_apply/1, link_in_case_log/1,
+         hook_errors_do_not_fail_cases/1, timetrap_kill_is_recorded/1,
+         skipped_case_leaves_nothing/1, nothing_left_in_the_node/1]).
+
+all() ->
+    [failing_case_leaves_its_trace, passing_case_leaves_nothing,
+     config_turns_recording_off, always_writes_passing_cases,
+     group_options_apply, link_in_case_log, hook_errors_do_not_fail_cases,
+     timetrap_kill_is_recorded, skipped_case_leaves_nothing,
+     nothing_left_in_the_node].
+
+%% One run of the sample suite for all the cases here.
+init_per_suite(Config) ->
+    Priv = ?config(priv_dir, Config),
+    Sample = filename:join([Priv, "sample", "tracekit_cth_sample_SUITE"]),
+    ok = filelib:ensure_dir(Sample),
+    {ok, _} = file:copy(filename:join(?config(data_dir, Config),
+                                      "tracekit_cth_sample_SUITE.erl.src"),
+                        Sample ++ ".erl"),
+    LogDir = filename:join(Priv, "sample_logs"),
+    ok = filelib:ensure_path(LogDir),
+    Ebin = filename:dirname(code:which(tracekit)),
+    {ok, Peer, _} = peer:start_link(#{connection => standard_io,
+                                   args => ["-pa", Ebin]}),
+    {Result, Left} =
+        try
+            R = peer:call(Peer, ct, run_test,
+                          [[{suite, Sample}, {logdir, LogDir}, {auto_compile, true}]],
+                          120000),
+            %% What the hook left in the node: sessions, rings, the seq
+            %% tracer.
+            timer:sleep(100),
+            _ = peer:call(Peer, lists, foreach,
+                          [fun erlang:garbage_collect/1, peer:call(Peer, erlang, processes, [])]),
+            {R, {peer:call(Peer, trace, session_info, [all]),
+                 peer:call(Peer, tracekit_ring, alive, []),
+                 peer:call(Peer, seq_trace, get_system_tracer, [])}}
+        after
+            peer:stop(Peer)
+        end,
+    ct:log("sample run: ~p~nleft: ~p", [Result, Left]),
+    [RunDir] = filelib:wildcard(filename:join(LogDir, "ct_run.*/*.logs/run.*")),
+    [{result, Result}, {left, Left}, {run_dir, RunDir} | Config].
+
+end_per_suite(_Config) ->
+    ok.
+
+%% Files the hook wrote for a case.
+trace_files(Config, TC) ->
+    filelib:wildcard(filename:join(?config(run_dir, Config),
+                                   "tracekit_cth_sample_suite." ++ atom_to_list(TC)
+                                   ++ ".tracekit*")).
+
+read(Config, TC, Ext) ->
+    File = filename:join(?config(run_dir, Config),
+                         "tracekit_cth_sample_suite." ++ atom_to_list(TC)
+                         ++ ".tracekit" ++ Ext),
+    {ok, Bin} = file:read_file(File),
+    unicode:characters_to_list(Bin).
+
+contains(Text, Part) ->
+    string:find(Text, Part) =/= nomatch.
+
+failing_case_leaves_its_trace(Config) ->
+    %% 3 passing cases, 4 failing ones, 1 skipped by its init_per_testcase.
+    ?assertMatch({3, 4, {1, 0}}, ?config(result, Config)),
+    Names = [filename:basename(F) || F <- trace_files(Config, failing_case)],
+    ?assertEqual(["tracekit_cth_sample_suite.failing_case.tracekit.messages.mmd",
+                  "tracekit_cth_sample_suite.failing_case.tracekit.seq.mmd",
+                  "tracekit_cth_sample_suite.failing_case.tracekit.txt"],
+                 lists:sort(Names)),
+    Text = read(Config, failing_case, ".txt"),
+    ct:log("~ts", [Text]),
+    [_Header | Lines] = string:split(Text, "\n", all),
+    %% The body of the case and nothing before it: it starts with the
+    %% call of the case and ends with the exception that failed it.
+    ?assert(contains(hd(Lines), "(testcase) tracekit_cth_sample_SUITE:failing_case([")),
+    ?assert(contains(lists:last([L || L <- Lines, L =/= ""]),
+                     "(testcase) tracekit_cth_sample_SUITE:failing_case/1 raised "
+                     "error:{badmatch,undefined}")),
+    %% The calls of the spec with their returns, in the server.
+    Calls = [L || L <- Lines, contains(L, "(sample_server) tracekit_cth_sample_SUITE:handle_call")],
+    ?assertMatch([_, _, _, _], Calls),
+    ?assert(contains(lists:nth(1, Calls), "handle_call({get,color}, {<")),
+    ?assert(contains(lists:nth(2, Calls), "handle_call/3 -> {reply,blue,#{color => blue}}")),
+    ?assert(contains(lists:nth(3, Calls), "handle_call({get,size}, {<")),
+    ?assert(contains(lists:nth(4, Calls), "handle_call/3 -> {reply,undefined,#{color => blue}}")),
+    %% Messages both ways, by process tracing and by seq_trace.
+    Sends = [L || L <- Lines, contains(L, "(testcase) ! {'$gen_call'"),
+                  not contains(L, "seq_trace")],
+    ?assertEqual(2, length(Sends)),
+    ?assertEqual(4, length([L || L <- Lines, contains(L, "seq_trace"),
+                                 contains(L, " ! ")])),
+    %% The diagrams: the test case and the server, four arrows.
+    Expected = ["sequenceDiagram",
+                "    participant p1 as #60;0.",        % <0.N.0> (testcase)
+                "    participant p2 as #60;0.",        % <0.N.0> (sample_server)
+                "    p1->>p2: call {get,color}",
+                "    p2->>p1: reply blue",
+                "    p1->>p2: call {get,size}",
+                "    p2->>p1: reply undefined", ""],
+    [begin
+         Mmd = string:split(read(Config, failing_case, Ext), "\n", all),
+         ct:log("~ts:~n~ts", [Ext, lists:join("\n", Mmd)]),
+         ?assertEqual(length(Expected), length(Mmd)),
+         [?assert(lists:prefix(E, M)) || {E, M} <- lists:zip(Expected, Mmd)],
+         ?assert(contains(lists:nth(2, Mmd), "(testcase)")),
+         ?assert(contains(lists:nth(3, Mmd), "(sample_server)"))
+     end || Ext <- [".messages.mmd", ".seq.mmd"]].
+
+passing_case_leaves_nothing(Config) ->
+    ?assertEqual([], trace_files(Config, passing_case)),
+    %% ...and its log exists: the case did run.
+    ?assert(filelib:is_regular(filename:join(?config(run_dir, Config),
+                                             "tracekit_cth_sample_suite.passing_case.html"))).
+
+config_turns_recording_off(Config) ->
+    %% {tracekit, false} from init_per_testcase: a failing case, no trace.
+    ?assertEqual([], trace_files(Config, failing_untraced)).
+
+always_writes_passing_cases(Config) ->
+    %% testcases => #{passing_always => #{always => true}}.
+    ?assertEqual(3, length(trace_files(Config, passing_always))),
+    Text = read(Config, passing_always, ".txt"),
+    ?assert(contains(Text, "tracekit trace of tracekit_cth_sample_SUITE:passing_always (passed)")),
+    ?assert(contains(Text, "handle_call/3 -> {reply,blue,#{color => blue}}")).
+
+group_options_apply(Config) ->
+    %% groups => #{quiet => #{messages => false, seq_trace => false}}: only
+    %% the calls, no diagrams.
+    Names = [filename:basename(F) || F <- trace_files(Config, group_failing)],
+    ?assertEqual(["tracekit_cth_sample_suite.group_failing.tracekit.txt"], Names),
+    Text = read(Config, group_failing, ".txt"),
+    ?assert(contains(Text, "handle_call({get,color}")),
+    ?assertNot(contains(Text, " << ")),
+    ?assertNot(contains(Text, "seq_trace")).
+
+link_in_case_log(Config) ->
+    {ok, Html} = file:read_file(filename:join(?config(run_dir, Config),
+                                              "tracekit_cth_sample_suite.failing_case.html")),
+    [?assertNotEqual(nomatch, binary:match(Html, Link))
+     || Link <- [<<"<a href=\"tracekit_cth_sample_suite.failing_case.tracekit.txt\">events</a>">>,
+                 <<"<a href=\"tracekit_cth_sample_suite.failing_case.tracekit.messages.mmd\">">>,
+                 <<"<a href=\"tracekit_cth_sample_suite.failing_case.tracekit.seq.mmd\">">>]].
+
+hook_errors_do_not_fail_cases(Config) ->
+    %% The case passed (see the counts above) and the hook said why it did
+    %% not record, in the case's log.
+    ?assertEqual([], trace_files(Config, bad_options_case)),
+    {ok, Html} = file:read_file(filename:join(?config(run_dir, Config),
+                                              "tracekit_cth_sample_suite.bad_options_case.html")),
+    ?assertNotEqual(nomatch, binary:match(Html, <<"tracekit_cth: not recording bad_options_case">>)),
+    ?assertNotEqual(nomatch, binary:match(Html, <<"no_such_module:f(">>)).
+
+timetrap_case_lines(Config) ->
+    [_Header | Lines] = string:split(read(Config, timetrap_case, ".txt"), "\n", all),
+    [L || L <- Lines, L =/= ""].
+
+timetrap_kill_is_recorded(Config) ->
+    Lines = timetrap_case_lines(Config),
+    ct:log("~ts", [lists:join("\n", Lines)]),
+    ?assert(contains(hd(Lines), "(testcase) tracekit_cth_sample_SUITE:timetrap_case([")),
+    ?assert(lists:any(fun(L) -> contains(L, "handle_call/3 -> {reply,blue,") end, Lines)),
+    %% Killed, so the case function neither returned nor raised: the
+    %% body ends with the exit of the test case process, and what CT did
+    %% after is left out.
+    ?assertEqual([], [L || L <- Lines, contains(L, "timetrap_case/1 ")]),
+    ?assert(contains(lists:last(Lines), "(testcase) exited: {timetrap_timeout,1000,")),
+    ?assertEqual([], [L || L <- Lines, contains(L, "ct_util_server")]),
+    ?assert(contains(read(Config, timetrap_case, ".txt"), "(failed)")).
+
+skipped_case_leaves_nothing(Config) ->
+    ?assertEqual([], trace_files(Config, skipped_case)).
+
+%% After the run, no session of the hook, no ring and no seq tracer are
+%% left in the node.
+nothing_left_in_the_node(Config) ->
+    {Sessions, Rings, SeqTracer} = ?config(left, Config),
+    ?assertEqual([], [S || {tracekit_cth, _} = S <- Sessions]),
+    ?assertEqual(0, Rings),
+    ?assertEqual(false, SeqTracer).

@@ -1,0 +1,236 @@
+-module(tracekit_spec_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+
+-export([f/1, f/2, g/0]).
+
+%% Functions to resolve specs against.
+f(X) -> X.
+f(X, Y) -> {X, Y}.
+g() -> ok.
+
+one(Spec) ->
+    {ok, [C]} = tracekit_spec:parse(Spec),
+    C.
+
+ms(Spec) ->
+    maps:get(match_spec, one(Spec)).
+
+%% The reason of a bad spec; also checks that it carries an example.
+why(Spec) ->
+    {error, {bad_spec, _, Why}} = tracekit_spec:parse(Spec),
+    ?assert(string:find(Why, "for example") =/= nomatch),
+    Why.
+
+starts(Prefix, Text) ->
+    ?assertEqual(Prefix, lists:sublist(Text, length(Prefix))).
+
+%%% Forms without patterns ----------------------------------------------------
+
+mfa_forms_test_() ->
+    [?_assertMatch(#{module := lists, function := seq, arity := 2,
+                     match_spec := [{'_', [], []}], return := false,
+                     exception := false, text := "lists:seq/2"},
+                   one("lists:seq/2")),
+     ?_assertMatch(#{module := lists, function := seq, arity := '_'}, one("lists:seq")),
+     ?_assertMatch(#{module := mymod, function := '_', arity := '_'}, one("mymod:_")),
+     ?_assertMatch(#{module := mymod, function := '_', arity := '_'}, one("mymod")),
+     ?_assertMatch(#{module := mymod, function := '_', arity := 3}, one("mymod:_/3")),
+     ?_assertMatch(#{module := m, function := f, arity := '_'}, one("m:f/_")),
+     ?_assertMatch(#{module := 'my mod', function := 'F'}, one("'my mod':'F'/1")),
+     ?_assertMatch(#{arity := 0}, one("m:f()")),
+     ?_assertMatch(#{module := m}, one(<<"m:f/1">>)),
+     ?_assertMatch(#{module := m}, one("  m:f/1  "))].
+
+actions_test_() ->
+    [?_assertMatch(#{return := true, exception := false,
+                     match_spec := [{'_', [], [{return_trace}]}]},
+                   one("m:f/1 -> return")),
+     ?_assertMatch(#{return := false, exception := true,
+                     match_spec := [{'_', [], [{exception_trace}]}]},
+                   one("m:f/1 -> exception")),
+     ?_assertMatch(#{return := true, exception := true,
+                     match_spec := [{'_', [], [{exception_trace}]}]},
+                   one("m:f/1 -> return, exception")),
+     ?_assertMatch(#{return := true, exception := true},
+                   one("m:f/1->exception,return"))].
+
+%%% Argument patterns ----------------------------------------------------------
+
+patterns_test_() ->
+    [?_assertEqual([{[{get, '_'}, '_', '_'], [], []}],
+                   ms("mymod:handle_call({get, _}, _, _)")),
+     ?_assertEqual([{['$1', '$2', '$1'], [], []}], ms("m:f(A, B, A)")),
+     ?_assertEqual([{['$1'], [], []}], ms("m:f(_Ignored)")),
+     ?_assertEqual([{[[1, 2 | '$1']], [], []}], ms("m:f([1, 2 | T])")),
+     ?_assertEqual([{["abc", <<"bin">>, $x, 1.5, -3, []], [], []}],
+                   ms("m:f(\"abc\", <<\"bin\">>, $x, 1.5, -3, [])")),
+     ?_assertEqual([{[#{k => '$1', {a, 1} => '_'}], [], []}],
+                   ms("m:f(#{k := V, {a, 1} := _})")),
+     ?_assertEqual([{[{a, {b, ['$1']}}], [], [{return_trace}]}],
+                   ms("m:f({a, {b, [X]}}) -> return"))].
+
+%% The match specs really select what they say, on the VM.
+patterns_match_on_the_vm_test_() ->
+    Test = fun(Spec, Args) ->
+                   {ok, R, _, _} = erlang:match_spec_test(Args, ms(Spec), trace),
+                   R
+           end,
+    [?_assertEqual(true, Test("m:f({get, _}, _)", [{get, 1}, x])),
+     ?_assertEqual(false, Test("m:f({get, _}, _)", [{put, 1}, x])),
+     ?_assertEqual(true, Test("m:f(A, A)", [7, 7])),
+     ?_assertEqual(false, Test("m:f(A, A)", [7, 8])),
+     ?_assertEqual(true, Test("m:f(#{k := 1})", [#{k => 1, j => 2}])),
+     ?_assertEqual(false, Test("m:f(#{k := 1})", [#{j => 2}])),
+     ?_assertEqual(true, Test("m:f(N) when N > 10", [11])),
+     ?_assertEqual(false, Test("m:f(N) when N > 10", [10])),
+     ?_assertEqual(true, Test("m:f(N) when N > 10; is_atom(N)", [a])),
+     ?_assertEqual(false, Test("m:f(N) when N > 10, is_atom(N)", [11])),
+     ?_assertEqual(true, Test("m:f(T) when element(1, T) =:= {x, 1}", [{{x, 1}}])),
+     ?_assertEqual(true, Test("m:f(L, N) when length(L) >= N andalso N > 0", [[a, b], 2])),
+     ?_assertEqual(false, Test("m:f(L, N) when length(L) >= N andalso N > 0", [[a], 2])),
+     ?_assertEqual(true, Test("m:f(M) when map_get(k, M) == 1.0", [#{k => 1}])),
+     ?_assertEqual(true, Test("m:f(X) when not is_list(X)", [1])),
+     ?_assertEqual(true, Test("m:f(X) when X =:= -1", [-1])),
+     ?_assertEqual(true, Test("m:f(X) when X =:= [a, \"b\"]", [[a, "b"]])),
+     ?_assertEqual(true, Test("m:f(X, Y) when {X, Y} =:= {1, 2}", [1, 2])),
+     ?_assertEqual(true, Test("m:f(X, Y) when [X | Y] =:= [1, 2]", [1, [2]])),
+     ?_assertEqual(true, Test("m:f(X) when erlang:is_integer(X)", [3])),
+     ?_assertEqual(true, Test("m:f(X) when X band 1 =:= 1, -X < 0", [3]))].
+
+guards_test_() ->
+    [?_assertEqual([{['$1'], [{'>', '$1', 3}], []}], ms("m:f(N) when N > 3")),
+     ?_assertEqual([{['$1'], [{'>', '$1', 3}, {is_integer, '$1'}], []},
+                    {['$1'], [{is_atom, '$1'}], []}],
+                   ms("m:f(N) when N > 3, is_integer(N); is_atom(N)")),
+     ?_assertEqual([{['$1'], [{'=:=', '$1', {const, ok}}], [{return_trace}]}],
+                   ms("m:f(R) when R =:= ok -> return"))].
+
+%%% Terms and lists -----------------------------------------------------------
+
+terms_test_() ->
+    [?_assertMatch(#{module := m, function := f, arity := 1,
+                     match_spec := [{'_', [], []}]}, one({m, f, 1})),
+     ?_assertMatch(#{function := '_', arity := '_'}, one({m, '_', '_'})),
+     ?_assertMatch(#{return := true, exception := false},
+                   one({m, f, 1, [{'_', [], [{return_trace}]}]})),
+     ?_assertMatch(#{return := true, exception := true},
+                   one({m, f, 1, [{'_', [], [{exception_trace}]}]})),
+     ?_assertMatch({ok, [#{function := seq}, #{function := f}, #{function := g}]},
+                   tracekit_spec:parse(["lists:seq/2", {m, f, 1}, <<"m:g">>]))].
+
+%%% Every error, with its message ---------------------------------------------
+
+errors_test_() ->
+    [?_test(starts("the spec is empty", why(""))),
+     ?_test(starts("the spec is empty", why("   "))),
+     ?_test(begin
+                Why = why("m:f(\"abc"),
+                starts("cannot read the spec at column ", Why),
+                ?assert(string:find(Why, "unterminated string") =/= nomatch)
+            end),
+     ?_test(starts("syntax error at column 5: syntax error before: ','", why("m:f(,)"))),
+     ?_test(starts("expected one function, got several", why("m:f, m:g"))),
+     ?_test(starts("expected Module:Function, Module:Function/Arity or "
+                   "Module:Function(ArgPatterns), got 1 + 2", why("1 + 2"))),
+     ?_test(starts("the module cannot be _", why("_:f/1"))),
+     ?_test(starts("the module must be an atom, got \"m\"", why("\"m\":f/1"))),
+     ?_test(starts("the module must be an atom, got M", why("M:f/1"))),
+     ?_test(starts("the function must be an atom or _, got F", why("m:F/1"))),
+     ?_test(starts("the arity must be an integer from 0 to 255 or _, got 256",
+                   why("m:f/256"))),
+     ?_test(starts("the arity must be an integer from 0 to 255 or _, got x",
+                   why("m:f/x"))),
+     ?_test(starts("there is no function before the guard or the ->", why("-> return"))),
+     ?_test(starts("nothing after ->", why("m:f/1 ->"))),
+     ?_test(starts("unknown action stack after ->", why("m:f/1 -> stack"))),
+     ?_test(starts("unexpected exception after the action", why("m:f/1 -> return exception"))),
+     ?_test(starts("an action is missing after the comma", why("m:f/1 -> return,"))),
+     ?_test(starts("a guard needs argument patterns", why("m:f/1 when X > 1"))),
+     ?_test(starts("nothing after when", why("m:f(X) when"))),
+     ?_test(starts("the guard ends too early", why("m:f(X) when X >"))),
+     ?_test(starts("syntax error in the guard at column 14: syntax error before: ')'",
+                   why("m:f(X) when X)"))),
+     ?_test(starts("the spec ends too early (a bracket not closed?)", why("m:f({a, X"))),
+     ?_test(starts("variable Y in the guard is not bound in the argument patterns",
+                   why("m:f(X) when Y > 1"))),
+     ?_test(starts("_ cannot be used in a guard", why("m:f(X) when _ > 1"))),
+     ?_test(starts("foo/1 cannot be used in a guard (only guard BIFs",
+                   why("m:f(X) when foo(X)"))),
+     ?_test(starts("lists:member/2 cannot be used in a guard",
+                   why("m:f(X) when lists:member(X, [1])"))),
+     ?_test(starts("the operator ++ cannot be used in a guard",
+                   why("m:f(X) when X ++ [] =:= []"))),
+     ?_test(starts("#{a => X} is not supported in a guard", why("m:f(X) when #{a => X} =:= #{}"))),
+     ?_test(starts("argument pattern X = {a} is not supported: Var = Pattern",
+                   why("m:f(X = {a})"))),
+     ?_test(starts("argument pattern \"ab\" ++ T is not supported",
+                   why("m:f(\"ab\" ++ T)"))),
+     ?_test(starts("argument pattern #r{} is not supported: records are not known here: "
+                   "write the tuple, {r, ...}", why("m:f(#r{})"))),
+     ?_test(starts("argument pattern '$1' is not supported: atoms beginning with $",
+                   why("m:f('$1')"))),
+     ?_test(starts("argument pattern '_' is not supported", why("m:f('_')"))),
+     ?_test(starts("argument pattern f(X) is not supported: use literals, variables",
+                   why("m:f(f(X))"))),
+     ?_test(starts("argument pattern X + 1 is not supported", why("m:f(X + 1)"))),
+     ?_test(starts("argument pattern K is not supported: map keys must be literals",
+                   why("m:f(#{K := 1})"))),
+     ?_test(starts("the map field a => 1 uses =>", why("m:f(#{a => 1})"))),
+     ?_test(starts("the module cannot be _", why({'_', f, 1}))),
+     ?_test(starts("the module must be an atom, got \"m\"", why({"m", f, 1}))),
+     ?_test(starts("the function must be an atom or _, got 1", why({m, 1, 1}))),
+     ?_test(starts("the arity must be an integer from 0 to 255 or _, got -1",
+                   why({m, f, -1}))),
+     ?_test(starts("the match spec is not valid:", why({m, f, 1, [{'_', [{nope}], []}]}))),
+     ?_test(starts("the match spec must be a list, got x", why({m, f, 1, x}))),
+     ?_test(starts("{m,f} is not {Module, Function, Arity}", why({m, f}))),
+     ?_test(starts("expected a string, {Module, Function, Arity}", why(42))),
+     ?_test(starts("expected a string, {Module, Function, Arity} or "
+                   "{Module, Function, Arity, MatchSpec} in the list", why(["m:f", 42]))),
+     ?_test(starts("expected a proper list of specs", why(["m:f" | {m, f, 1}])))].
+
+%% The offending spec is named in the error (the element of a list, not
+%% the whole list).
+error_names_the_spec_test() ->
+    ?assertMatch({error, {bad_spec, "m:f/x", _}}, tracekit_spec:parse(["m:g/1", "m:f/x"])).
+
+%%% Resolving against loaded code ----------------------------------------------
+
+resolve_test_() ->
+    M = ?MODULE,
+    [?_assertMatch({ok, [{#{module := M}, [{M, f, 1}]}]},
+                   tracekit_spec:resolve("tracekit_spec_tests:f/1")),
+     ?_assertMatch({ok, [{_, [{M, f, '_'}]}]}, tracekit_spec:resolve("tracekit_spec_tests:f")),
+     ?_assertMatch({ok, [{_, [{M, '_', '_'}]}]}, tracekit_spec:resolve("tracekit_spec_tests")),
+     %% M:_/A is expanded into the functions of that arity.
+     ?_test(begin
+                {ok, [{_, MFAs}]} = tracekit_spec:resolve("tracekit_spec_tests:_/2"),
+                ?assert(lists:member({M, f, 2}, MFAs)),
+                ?assertEqual([], [X || {_, _, A} = X <- MFAs, A =/= 2])
+            end),
+     ?_test(begin
+                {error, {bad_spec, _, Why}} = tracekit_spec:resolve("tracekit_spec_tests:f/3"),
+                ?assertEqual("module tracekit_spec_tests has no function f/3; it has "
+                             "f/1, f/2; for example \"tracekit_spec_tests:f/1\"", Why)
+            end),
+     ?_test(begin
+                {error, {bad_spec, _, Why}} = tracekit_spec:resolve("tracekit_spec_tests:nope"),
+                starts("module tracekit_spec_tests has no function nope; for example \"", Why)
+            end),
+     ?_test(begin
+                {error, {bad_spec, _, Why}} = tracekit_spec:resolve("tracekit_spec_tests:_/9"),
+                starts("module tracekit_spec_tests has no function of arity 9; for example", Why)
+            end),
+     ?_test(begin
+                {error, {bad_spec, "no_such_module_tk:f/1", Why}} =
+                    tracekit_spec:resolve("no_such_module_tk:f/1"),
+                starts("module no_such_module_tk is not loaded and cannot be loaded (nofile)", Why),
+                ?assert(string:find(Why, "for example") =/= nomatch)
+            end)].
+
+shows_return_test() ->
+    {ok, Calls} = tracekit_spec:parse(["m:f/1 -> exception", "m:g -> return", "n:_"]),
+    ?assertNot(tracekit_spec:shows_return(Calls, {m, f, 1})),
+    ?assert(tracekit_spec:shows_return(Calls, {m, g, 3})),
+    ?assertNot(tracekit_spec:shows_return(Calls, {n, h, 0})).
