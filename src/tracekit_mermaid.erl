@@ -11,18 +11,22 @@
 %%     p2->>p1: {reply,42}
 %% '''
 %%
-%% The input is neutral: an arrow is `{From, To, Label}' where `From' and
-%% `To' are any terms naming participants (pids, atoms, ...) and `Label' is
-%% text. Participants appear in the order they are first mentioned. Text is
-%% escaped for Mermaid (`#', `;', `<', `>' become entity codes, line breaks
-%% become spaces) and labels are cut to a length.
+%% The input is neutral: an item is an arrow `{From, To, Label}' where
+%% `From' and `To' are any terms naming participants (pids, atoms, ...)
+%% and `Label' is text; `{From, To, Label, lost}', a message that never
+%% arrived (drawn ending in a cross); or `{note, Who, Text}'. Participants
+%% appear in the order they are first mentioned. Text is escaped for
+%% Mermaid (`#', `;', `<', `>', `"' become entity codes, line breaks become
+%% spaces) and labels are cut to a length.
 -module(tracekit_mermaid).
 
 -export([sequence/1, sequence/2]).
 
 -export_type([arrow/0, opts/0]).
 
--type arrow() :: {From :: term(), To :: term(), Label :: unicode:chardata()}.
+-type arrow() :: {From :: term(), To :: term(), Label :: unicode:chardata()}
+               | {From :: term(), To :: term(), Label :: unicode:chardata(), lost}
+               | {note, Who :: term(), Text :: unicode:chardata()}.
 %% `names': the text shown for a participant (default: the term printed
 %% with `~w'); `title': a title line; `label_length': the longest label in
 %% characters (default 80).
@@ -35,8 +39,8 @@
 sequence(Arrows) ->
     sequence(Arrows, #{}).
 
-%% @doc The Mermaid text of a sequence diagram with one arrow per element
-%% of `Arrows', in order.
+%% @doc The Mermaid text of a sequence diagram with one arrow (or note) per
+%% element of `Arrows', in order.
 -spec sequence([arrow()], opts()) -> unicode:chardata().
 sequence(Arrows, Opts) ->
     Names = maps:get(names, Opts, #{}),
@@ -50,11 +54,22 @@ sequence(Arrows, Opts) ->
     ["sequenceDiagram\n", Title,
      [["    participant ", id(N), " as ", escape(name(P, Names), 200), "\n"]
       || {P, N} <- Order],
-     [["    ", id(maps:get(F, Ids)), "->>", id(maps:get(T, Ids)), ": ",
-       escape(L, Max), "\n"] || {F, T, L} <- Arrows]].
+     [item(A, Ids, Max) || A <- Arrows]].
+
+item({note, W, Text}, Ids, Max) ->
+    ["    Note over ", id(maps:get(W, Ids)), ": ", escape(Text, Max), "\n"];
+item({F, T, L}, Ids, Max) ->
+    ["    ", id(maps:get(F, Ids)), "->>", id(maps:get(T, Ids)), ": ",
+     escape(L, Max), "\n"];
+item({F, T, L, lost}, Ids, Max) ->
+    ["    ", id(maps:get(F, Ids)), "-x", id(maps:get(T, Ids)), ": ",
+     escape(L, Max), "\n"].
 
 ids(Arrows) ->
-    lists:foldl(fun({F, T, _}, Acc) -> add(T, add(F, Acc)) end, #{}, Arrows).
+    lists:foldl(fun({note, W, _}, Acc) -> add(W, Acc);
+                   ({F, T, _}, Acc) -> add(T, add(F, Acc));
+                   ({F, T, _, lost}, Acc) -> add(T, add(F, Acc))
+                end, #{}, Arrows).
 
 add(P, Acc) when is_map_key(P, Acc) -> Acc;
 add(P, Acc) -> Acc#{P => map_size(Acc) + 1}.
@@ -79,6 +94,7 @@ esc($#) -> "#35;";
 esc($;) -> "#59;";
 esc($<) -> "#60;";
 esc($>) -> "#62;";
+esc($") -> "#34;";
 esc($\n) -> " ";
 esc($\r) -> " ";
 esc(C) -> C.

@@ -323,31 +323,14 @@ registered_name(Pid) ->
 
 %% ---- Mermaid ----
 
-mermaid(Items, Parts, Names) ->
-    Ids = maps:from_list([{P, "p" ++ integer_to_list(N)}
-                          || {N, P} <- enumerate(Parts)]),
-    Id = fun(P) -> maps:get(P, Ids) end,
-    ["sequenceDiagram\n",
-     [["    participant ", Id(P), " as ", mm_escape(maps:get(P, Names)), "\n"]
-      || P <- Parts],
-     [case I of
-          {arrow, F, T, Text, true} ->
-              ["    ", Id(F), "->>", Id(T), ": ", mm_escape(Text), "\n"];
-          {arrow, F, T, Text, false} ->
-              ["    ", Id(F), "-x", Id(T), ": ", mm_escape(Text), "\n"];
-          {note, W, Text} ->
-              ["    Note over ", Id(W), ": ", mm_escape(Text), "\n"]
-      end || I <- Items]].
-
-%% Characters Mermaid would read as syntax become entity codes.
-mm_escape(S) ->
-    lists:map(fun($#) -> "#35;";
-                 ($;) -> "#59;";
-                 ($<) -> "#lt;";
-                 ($>) -> "#gt;";
-                 ($") -> "#quot;";
-                 (C) -> C
-              end, S).
+mermaid(Items, _Parts, Names) ->
+    tracekit_mermaid:sequence(
+      [case I of
+           {arrow, F, T, Text, true} -> {F, T, Text};
+           {arrow, F, T, Text, false} -> {F, T, Text, lost};
+           {note, W, Text} -> {note, W, Text}
+       end || I <- Items],
+      #{names => Names}).
 
 %% ---- text ----
 

@@ -160,7 +160,7 @@ spawn_worker(_Config) ->
                _ -> E
            end || {K, S, F, T, M} = E <- summary(tracekit_seq:order(Events))],
     ?assertEqual(Expected, Got),
-    P = fun(Pid) -> "#lt;" ++ string:trim(pid_to_list(Pid), both, "<>") ++ "#gt;" end,
+    P = fun(Pid) -> "#60;" ++ string:trim(pid_to_list(Pid), both, "<>") ++ "#62;" end,
     ?assertEqual(
        "sequenceDiagram\n"
        "    participant p1 as " ++ P(C) ++ "\n"

@@ -97,7 +97,7 @@ mermaid_test() ->
         "    p1->>p2: {req,1}\n"
         "    p2->>p3: query\n"
         "    p3->>p2: {rows,[]}\n"
-        "    Note over p2: #quot;done#quot;\n"
+        "    Note over p2: #34;done#34;\n"
         "    p2->>p1: {reply,ok}\n",
     ?assertEqual(Expected, flat(tracekit_seq:diagram(shuffle(flow()), mermaid))).
 
@@ -106,7 +106,7 @@ mermaid_escapes_and_lost_messages_test() ->
     ?assertEqual("sequenceDiagram\n"
                  "    participant p1 as a\n"
                  "    participant p2 as b\n"
-                 "    p1-xp2: {'a#59;b',#quot;#35;#quot;,#lt;#lt;#quot;#lt;x#gt;#quot;#gt;#gt;}\n",
+                 "    p1-xp2: {'a#59;b',#34;#35;#34;,#60;#60;#34;#60;x#62;#34;#62;#62;}\n",
                  flat(tracekit_seq:diagram(Events, mermaid))).
 
 text_test() ->
@@ -157,7 +157,7 @@ registered_names_test() ->
                  "    p1-xp2: hi\n", Text).
 
 escaped_pid(Pid) ->
-    "#lt;" ++ string:trim(pid_to_list(Pid), both, "<>") ++ "#gt;".
+    "#60;" ++ string:trim(pid_to_list(Pid), both, "<>") ++ "#62;".
 
 %% follow/2 with OTP's process tracer: the events of the flow, the system
 %% tracer and the caller's token as they were.
