@@ -263,8 +263,8 @@ drain_rate() ->
                  {ok, R} = tracekit_ring:new(#{size => 128 bsl 20}),
                  fill(R, N),
                  Drainer ! {drain, R},
-                 receive {drained, Drainer, Count, Ns} -> ok end,
-                 N + 1 = Count, % the worker's `done' is recorded too
+                 {Count, Ns} = receive {drained, Drainer, C, D} -> {C, D} end,
+                 Count = N + 1, % the worker's `done' is recorded too
                  tracekit_ring:close(R),
                  Count / (Ns / 1.0e9)
              end || _ <- lists:seq(1, 4)],

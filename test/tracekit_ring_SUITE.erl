@@ -358,14 +358,29 @@ seq_trace(Config) ->
     Flow(),
     {tracekit_ring, Ring} = seq_trace:set_system_tracer(false),
     G0 = tracekit_ring:drain(Ring),
-    %% Helpers differ between the runs: name them by order of appearance.
-    Norm = fun(Evs) -> rename_pids(Evs, [Self, Server]) end,
+    %% A process tracer gets the send and the receive of a message from two
+    %% processes, so in either order: compare both sides by serial (then
+    %% kind), and check separately that the ring has each receive after its
+    %% send. Helpers differ between the runs: name them by order of
+    %% appearance, after sorting.
+    BySerial = fun(Evs) -> lists:sort(fun(A, B) -> seq_key(A) =< seq_key(B) end, Evs) end,
+    Norm = fun(Evs) -> rename_pids(BySerial(Evs), [Self, Server]) end,
+    [?assert(seq_pos(send, Serial, G0) < seq_pos('receive', Serial, G0))
+     || Ev <- G0, {'receive', Serial, _, _, _} <- [element(3, Ev)]],
     Flags = case TsFlag of [] -> []; [timestamp] -> [timestamp]; [F] -> [F] end,
     N = compare(Flags, Norm(E), Norm(G0), [42]),
     ?assertEqual(lists:usort([send, 'receive', print]),
                  lists:usort([element(1, element(3, Ev)) || Ev <- E])),
     ?assert(N >= 7),
     exit(Server, kill).
+
+seq_key(Ev) ->
+    Info = element(3, Ev),
+    {element(2, Info), case element(1, Info) of send -> 0; 'receive' -> 1; print -> 2 end}.
+
+seq_pos(Kind, Serial, Evs) ->
+    length(lists:takewhile(fun(Ev) -> {element(1, element(3, Ev)), element(2, element(3, Ev))}
+                                          =/= {Kind, Serial} end, Evs)).
 
 wait_events(Collector, N) ->
     wait_events(Collector, N, 100).

@@ -2,10 +2,11 @@
  * stable slot number, so that per-thread data (counter rows, producer
  * rings) has exactly one writer.
  *
- * The slot lives in a thread-specific-data key of the library (public NIF
- * API, no private ERTS symbols). The first call from a thread takes the next
- * number; later calls are one TSD read. Threads past TK_THREAD_SLOTS - 1 all
- * get TK_THREAD_SHARED, which callers must treat as multi-writer.
+ * The slot lives in a C11 thread-local variable of the library (standard
+ * C, no private ERTS symbols; each library has its own). The first call
+ * from a thread takes the next number; later calls are one TLS read.
+ * Threads past TK_THREAD_SLOTS - 1 all get TK_THREAD_SHARED, which callers
+ * must treat as multi-writer.
  */
 #ifndef TK_THREAD_H
 #define TK_THREAD_H
@@ -19,6 +20,9 @@
 int tk_thread_init(void);
 /* Call from the library's unload callback. */
 void tk_thread_fini(void);
+/* (Slot numbers are never reused: a library that sees threads come and go
+ * by the hundreds runs out of owned slots, and later threads share
+ * TK_THREAD_SHARED.) */
 
 /* The calling thread's slot. */
 unsigned tk_thread_slot(void);

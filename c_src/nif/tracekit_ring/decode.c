@@ -64,6 +64,7 @@ static int dec_rec(ErlNifEnv *env, dec_buf *d, ERL_NIF_TERM *out, int depth)
     case T_ATOM:
     case T_PID:
     case T_PORT:
+    case T_IMM:
         /* Atoms and local pids and ports are immediates, valid in every
          * environment: the word is the term. */
         if (!get_word(d, &w))

@@ -51,10 +51,45 @@ static void enc_ext(ErlNifEnv *env, enc_buf *b, ERL_NIF_TERM t,
     enif_release_binary(&bin);
 }
 
+bool imm_ok;
+
+bool imm_check(ErlNifEnv *env)
+{
+    ErlNifBinary bin;
+    ERL_NIF_TERM imm[] = {enif_make_atom(env, "ok"), enif_make_int(env, 0),
+                          enif_make_int(env, -5), enif_make_int64(env, 1ll << 40),
+                          enif_make_list(env, 0)};
+    if (!enif_alloc_binary(4, &bin))
+        return false;
+    ERL_NIF_TERM other[] = {enif_make_tuple(env, 0),
+                            enif_make_tuple1(env, imm[0]),
+                            enif_make_list1(env, imm[0]),
+                            enif_make_uint64(env, UINT64_MAX), /* a bignum */
+                            enif_make_double(env, 1.5),
+                            enif_make_binary(env, &bin), enif_make_ref(env),
+                            enif_make_new_map(env)};
+    for (size_t i = 0; i < sizeof imm / sizeof imm[0]; i++)
+        if ((imm[i] & 3) != 3)
+            return false;
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+        if ((other[i] & 3) == 3)
+            return false;
+    return true;
+}
+
 /* Precondition: room(b, limit) >= 1 (there is always room for a marker). */
 static void enc_rec(ErlNifEnv *env, enc_buf *b, ERL_NIF_TERM t,
                     const unsigned char *limit, int depth)
 {
+    if (is_imm(t)) { /* no NIF call needed: the word is the term */
+        if (room(b, limit) < 9) {
+            enc_marker(b);
+            return;
+        }
+        enc_u8(b, T_IMM);
+        enc_word(b, (uint64_t)t);
+        return;
+    }
     if (depth > TERM_MAX_DEPTH) {
         enc_marker(b);
         return;
@@ -221,6 +256,10 @@ void enc_term(ErlNifEnv *env, enc_buf *b, ERL_NIF_TERM t)
 void enc_pid_or_term(ErlNifEnv *env, enc_buf *b, ERL_NIF_TERM t)
 {
     ErlNifPid pid;
+    if (is_imm(t)) {
+        enc_term(env, b, t);
+        return;
+    }
     if (room(b, b->end) >= 9 && enif_get_local_pid(env, t, &pid)) {
         enc_u8(b, T_PID);
         enc_word(b, (uint64_t)t);

@@ -120,6 +120,14 @@ TRACER_CLASSES(TRACER_DECL)
 
 /* ---- encode.c ---------------------------------------------------------- */
 
+/* Whether terms whose two low bits are 11 are immediates (atoms, small
+ * integers, [], local pids and ports): ERTS's representation since long
+ * before OTP 27, but not an API, so ring_nif.c checks it when the library
+ * loads (imm_check) and the encoder uses it only if the check passed. */
+extern bool imm_ok;
+bool imm_check(ErlNifEnv *env);
+static inline bool is_imm(ERL_NIF_TERM t) { return imm_ok && (t & 3) == 3; }
+
 typedef struct {
     unsigned char *p, *end;
 } enc_buf;

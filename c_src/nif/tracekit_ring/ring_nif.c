@@ -111,6 +111,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     tk_mem_alloc = enif_alloc;
     tk_mem_free = enif_free;
     tk_clock_init();
+    imm_ok = imm_check(env);
     const char *clk = getenv("TRACEKIT_CLOCK");
     if (clk != NULL && strcmp(clk, "monotonic") == 0)
         tk_clock_tsc = 0;

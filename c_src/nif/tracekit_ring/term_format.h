@@ -16,6 +16,9 @@
  *   T_EXT    u32 len, external term format (refs, funs, bignums, remote
  *            pids and ports: what the NIF API cannot take apart)
  *   T_CUT                      the marker '...' for what did not fit
+ *   T_IMM    word              any immediate (atom, small integer, [],
+ *                              local pid or port), stored as its word:
+ *                              immediates are valid in every environment
  * Multi-byte values are in native byte order and unaligned.
  */
 #ifndef TK_TERM_FORMAT_H
@@ -34,7 +37,8 @@ enum {
     T_TUPLE,
     T_MAP,
     T_EXT,
-    T_CUT
+    T_CUT,
+    T_IMM
 };
 
 /* Deeper nesting than this is cut (and bounds the decoder's recursion). */
