@@ -85,16 +85,26 @@ int tk_ring_fits(tk_ring *r, size_t payload)
  * have evicted), so reading it is safe. */
 static void evict(tk_ring *r, uint64_t h, uint64_t need)
 {
+    /* Free a little more than needed (1/64 of the ring), so that a full
+     * ring pays one compare-and-swap per batch of evicted records rather
+     * than one per record. */
+    uint64_t want = need + r->size / 64;
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
     while (h + need - t > r->size) {
-        uint64_t len = HDR_TOTAL(load_word(r, t));
+        /* Whole records from t until `want` bytes would be free (or the
+         * head is reached). */
+        uint64_t end = t, n = 0;
+        while (end < h && h + want - end > r->size) {
+            end += HDR_TOTAL(load_word(r, end));
+            n++;
+        }
         /* Acquire on both outcomes: a tail moved by the consumer means it
          * finished reading those records before we reuse their space. */
-        if (atomic_compare_exchange_weak_explicit(&r->tail, &t, t + len,
+        if (atomic_compare_exchange_weak_explicit(&r->tail, &t, end,
                                                   memory_order_acquire,
                                                   memory_order_acquire)) {
-            bump(&r->overwritten, 1);
-            t += len;
+            bump(&r->overwritten, n);
+            t = end;
         }
         /* On failure t holds the consumer's newer tail: loop. */
     }
