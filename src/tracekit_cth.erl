@@ -429,12 +429,5 @@ seq_info({seq_trace, _, Info}) -> Info;
 seq_info({seq_trace, _, Info, _}) -> Info;
 seq_info(_) -> none.
 
-%% Labels of gen_server requests and replies say what they are.
-label({'$gen_call', {_, _}, Req}) -> ["call ", short(Req)];
-label({'$gen_cast', Req}) -> ["cast ", short(Req)];
-label({[alias | Ref], Reply}) when is_reference(Ref) -> ["reply ", short(Reply)];
-label({Ref, Reply}) when is_reference(Ref) -> ["reply ", short(Reply)];
-label(Msg) -> short(Msg).
-
-short(T) ->
-    tracekit_format:term(T, #{depth => 8, line_length => 80}).
+label(Msg) ->
+    tracekit_format:message_label(Msg, 80).

@@ -11,7 +11,8 @@
 %% (io_lib's `~P') and every line to a number of characters.
 -module(tracekit_format).
 
--export([event/2, term/2, pid/2, names/1, time/1, summary/1, default_opts/0]).
+-export([event/2, term/2, pid/2, names/1, time/1, summary/1, default_opts/0,
+         message_label/2]).
 
 -export_type([opts/0]).
 
@@ -187,3 +188,20 @@ reason({rate, {N, Ms}}) ->
 reason(stopped) -> "stopped by tracekit:stop";
 reason(caller_down) -> "stopped: the process that started the trace exited";
 reason(R) -> io_lib:format("stopped: ~tp", [R]).
+
+%% @doc A message as a diagram labels it, in at most `Max' characters:
+%% gen_server requests and replies say what they are (`call {get,k}',
+%% `cast stop', `reply 42'); other messages are shown as terms.
+-spec message_label(term(), pos_integer()) -> string().
+message_label(Msg, Max) ->
+    Text = case Msg of
+               {'$gen_call', {_, _}, Req} -> ["call ", short(Req, Max)];
+               {'$gen_cast', Req} -> ["cast ", short(Req, Max)];
+               {[alias | Ref], Reply} when is_reference(Ref) -> ["reply ", short(Reply, Max)];
+               {Ref, Reply} when is_reference(Ref) -> ["reply ", short(Reply, Max)];
+               _ -> short(Msg, Max)
+           end,
+    unicode:characters_to_list(cut(unicode:characters_to_list(Text), Max)).
+
+short(T, Max) ->
+    lists:flatten(io_lib:format("~0tP", [T, 8 + Max div 10])).

@@ -271,7 +271,7 @@ msg_text(Msg) when is_tuple(Msg), tuple_size(Msg) > 0,
                    element(1, Msg) =:= spawn_reply ->
     "spawn_reply";
 msg_text(Msg) ->
-    short(Msg).
+    tracekit_format:message_label(Msg, ?MSG_CHARS).
 
 %% One line, at most ?MSG_CHARS characters.
 short(Term) ->
