@@ -37,6 +37,7 @@ tag(E) when element(1, E) =:= seq_trace -> seq_trace.
 sync(Session, Tracee) ->
     Ref = trace:delivered(Session, Tracee),
     receive {trace_delivered, _, Ref} -> ok after 10000 -> error(delivered_timeout) end.
+%% (Tracee may be `all'.)
 
 sync_all(Session, Tracees) ->
     [sync(Session, T) || T <- Tracees],
