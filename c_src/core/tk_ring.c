@@ -21,8 +21,7 @@ static inline void bump(_Atomic uint64_t *c, uint64_t by)
 
 int tk_ring_init(tk_ring *r, size_t size, tk_ring_policy policy)
 {
-    if (size < TK_RING_MIN_SIZE || size > TK_RING_MAX_SIZE ||
-        (size & (size - 1)) != 0)
+    if (!tk_ring_size_ok(size))
         return -1;
     /* Not zeroed: only published records are ever read, and zeroing would
      * touch every page up front (milliseconds for a big ring, on the
@@ -112,7 +111,7 @@ static void evict(tk_ring *r, uint64_t h, uint64_t need)
     /* Release fence: the evictions above are ordered before the stores
      * that overwrite the evicted space. A consumer that reads any of those
      * stores and then issues its acquire fence is guaranteed to see tail
-     * moved (see tk_ring_pop): the classic seqlock pairing. */
+     * moved (see tk_ring_take): the classic seqlock pairing. */
     atomic_thread_fence(memory_order_release);
 }
 
@@ -165,65 +164,6 @@ int tk_ring_push(tk_ring *r, uint64_t stamp, const void *payload, size_t len)
     return 0;
 }
 
-int tk_ring_pop(tk_ring *r, uint64_t limit, void *buf, size_t cap,
-                tk_ring_rec *rec)
-{
-    unsigned char *out = buf;
-    for (;;) {
-        /* Acquire: in drop mode pairs with nothing in particular (only we
-         * move tail); in overwrite mode it orders our reads after the
-         * producer's eviction that moved tail here. */
-        uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
-        if (t >= limit)
-            return 0;
-        uint64_t hdr = load_word(r, t);
-        uint64_t total = HDR_TOTAL(hdr);
-        size_t len = HDR_PAYLOAD(hdr);
-        int sane = total >= TK_RING_HEADER && (total & 7) == 0 &&
-                   total <= r->size / 4 && len <= total - TK_RING_HEADER &&
-                   len <= cap;
-        uint64_t stamp = 0;
-        if (sane) {
-            stamp = load_word(r, t + 8);
-            uint64_t pos = t + TK_RING_HEADER;
-            size_t i = 0;
-            for (; i + 8 <= len; i += 8, pos += 8) {
-                uint64_t w = load_word(r, pos);
-                memcpy(out + i, &w, 8);
-            }
-            if (i < len) {
-                uint64_t w = load_word(r, pos);
-                memcpy(out + i, &w, len - i);
-            }
-        }
-        /* Acquire fence: if any load above read words the producer wrote
-         * after evicting this record, its eviction (a CAS on tail before
-         * its release fence) happens before our CAS below, which then
-         * fails. So a successful CAS proves the copy is intact. */
-        atomic_thread_fence(memory_order_acquire);
-        uint64_t expect = t;
-        if (!sane) {
-            /* Only possible if the producer overwrote the header under
-             * us, in which case tail has moved: retry from there. */
-            if (atomic_load_explicit(&r->tail, memory_order_relaxed) != t)
-                continue;
-            return 0; /* cannot happen with a well-behaved producer */
-        }
-        /* Release: our reads of the record happen before the producer
-         * reuses its space (the producer acquires tail). */
-        if (atomic_compare_exchange_strong_explicit(&r->tail, &expect,
-                                                    t + total,
-                                                    memory_order_release,
-                                                    memory_order_relaxed)) {
-            rec->pos = t;
-            rec->stamp = stamp;
-            rec->len = len;
-            return 1;
-        }
-        /* The producer evicted the record while we copied it: retry. */
-    }
-}
-
 size_t tk_ring_take(tk_ring *r, uint64_t limit, void *dst, size_t cap,
                     size_t *nrecs, uint64_t *from)
 {
@@ -233,10 +173,11 @@ size_t tk_ring_take(tk_ring *r, uint64_t limit, void *dst, size_t cap,
         uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
         if (t >= limit)
             return 0;
-        /* Copy whole records while they fit, checking each header: in
-         * overwrite mode the producer may be rewriting them under us, and
-         * a torn header must not send us astray (the CAS below then
-         * fails anyway). */
+        /* Acquire on tail: in overwrite mode it orders our reads after the
+         * producer's eviction that moved tail here. Copy whole records
+         * while they fit, checking each header: in overwrite mode the
+         * producer may be rewriting them under us, and a torn header must
+         * not send us astray (the CAS below then fails anyway). */
         uint64_t pos = t;
         size_t n = 0, recs = 0;
         while (pos < limit && recs < max_recs) {
@@ -254,14 +195,21 @@ size_t tk_ring_take(tk_ring *r, uint64_t limit, void *dst, size_t cap,
             pos += total;
             recs++;
         }
-        /* The same pairing as in tk_ring_pop, once for the batch. */
+        /* Acquire fence: if any load above read words the producer wrote
+         * after evicting one of these records, its eviction (a CAS on tail
+         * before its release fence) happens before our CAS below, which
+         * then fails. So a successful CAS proves the copy is intact. */
         atomic_thread_fence(memory_order_acquire);
         uint64_t expect = t;
         if (n == 0) {
+            /* A torn header (tail has moved: retry from there), or cap too
+             * small for the next record. */
             if (atomic_load_explicit(&r->tail, memory_order_relaxed) != t)
                 continue;
-            return 0; /* cap too small for the next record */
+            return 0;
         }
+        /* Release: our reads of the records happen before the producer
+         * reuses their space (the producer acquires tail). */
         if (atomic_compare_exchange_strong_explicit(&r->tail, &expect, t + n,
                                                     memory_order_release,
                                                     memory_order_relaxed)) {
@@ -271,6 +219,24 @@ size_t tk_ring_take(tk_ring *r, uint64_t limit, void *dst, size_t cap,
         }
         /* The producer evicted records we copied: start again. */
     }
+}
+
+int tk_ring_pop(tk_ring *r, uint64_t limit, void *buf, size_t cap,
+                tk_ring_rec *rec)
+{
+    /* One record through the batch path, then its payload to the front. */
+    unsigned char *p = buf;
+    size_t one = 1;
+    uint64_t from, hdr, stamp;
+    if (tk_ring_take(r, limit, buf, cap, &one, &from) == 0)
+        return 0;
+    memcpy(&hdr, p, 8);
+    memcpy(&stamp, p + 8, 8);
+    rec->pos = from;
+    rec->stamp = stamp;
+    rec->len = HDR_PAYLOAD(hdr);
+    memmove(p, p + TK_RING_HEADER, rec->len);
+    return 1;
 }
 
 uint64_t tk_ring_used(tk_ring *r)

@@ -14,12 +14,12 @@
  * Storage is an array of atomic 64-bit words accessed with relaxed loads and
  * stores. In drop mode producer and consumer never touch the same words at
  * the same time; in overwrite mode the producer may overwrite a record the
- * consumer is copying, and the consumer detects it (see tk_ring_pop). Using
+ * consumer is copying, and the consumer detects it (see tk_ring_take). Using
  * atomic words makes that race well defined (and visible to ThreadSanitizer
  * as the benign race it is) at no cost on x86-64 or arm64.
  *
  * Threads: exactly one producer thread calls tk_ring_push/tk_ring_fits at a
- * time; exactly one consumer at a time calls tk_ring_pop. Statistics may be
+ * time; exactly one consumer at a time takes records. Statistics may be
  * read by anyone.
  */
 #ifndef TK_RING_H
@@ -61,11 +61,24 @@ typedef struct tk_ring {
 int tk_ring_init(tk_ring *r, size_t size, tk_ring_policy policy);
 void tk_ring_destroy(tk_ring *r);
 
-/* Largest payload a record can carry (a quarter of the ring, so that an
- * overwrite ring always holds several records). */
+/* Whether `size` is a ring size tk_ring_init accepts: a power of two in
+ * [TK_RING_MIN_SIZE, TK_RING_MAX_SIZE]. */
+static inline int tk_ring_size_ok(size_t size)
+{
+    return size >= TK_RING_MIN_SIZE && size <= TK_RING_MAX_SIZE &&
+           (size & (size - 1)) == 0;
+}
+
+/* Largest payload a record can carry in a ring of `size` bytes (a quarter
+ * of the ring, so that an overwrite ring always holds several records). */
+static inline size_t tk_ring_max_payload_of(size_t size)
+{
+    return size / 4 - TK_RING_HEADER;
+}
+
 static inline size_t tk_ring_max_payload(const tk_ring *r)
 {
-    return (size_t)(r->size / 4) - TK_RING_HEADER;
+    return tk_ring_max_payload_of((size_t)r->size);
 }
 
 /* Producer: would a record with `payload` bytes be accepted now? Always
@@ -102,8 +115,9 @@ typedef struct {
 } tk_ring_rec;
 
 /* Consumer: removes the oldest record that starts before `limit` (a value
- * of tk_ring_head) and copies its payload into buf (cap bytes, at least
- * tk_ring_max_payload). Returns 1 with *rec filled, 0 when there is none. */
+ * of tk_ring_head) and leaves its payload at the start of buf. buf holds
+ * the whole record while it is copied: cap at least tk_ring_max_payload +
+ * TK_RING_HEADER. Returns 1 with *rec filled, 0 when there is none. */
 int tk_ring_pop(tk_ring *r, uint64_t limit, void *buf, size_t cap,
                 tk_ring_rec *rec);
 
@@ -111,8 +125,9 @@ int tk_ring_pop(tk_ring *r, uint64_t limit, void *buf, size_t cap,
  * whole records as fit in `cap` bytes (and at most *nrecs records; on
  * return *nrecs is the number taken), and copies them (headers included,
  * in the ring's record format: header word, stamp word, payload padded to
- * 8 bytes) into dst. One validation for the whole batch (see
- * tk_ring_pop). Returns the bytes copied (0: none) and sets *from to the
+ * 8 bytes) into dst, validated once for the whole batch (a
+ * compare-and-swap of tail that fails if the producer evicted any of them
+ * meanwhile; then the copy is retried). Returns the bytes copied (0: none) and sets *from to the
  * position of the first record. cap must be at least size / 4 for progress
  * with the largest records. */
 size_t tk_ring_take(tk_ring *r, uint64_t limit, void *dst, size_t cap,

@@ -191,10 +191,8 @@ static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         mode = PAYLOAD_MAX;
     else
         return enif_make_badarg(env);
-    tk_ring probe;
-    if (tk_ring_init(&probe, size, TK_RING_DROP) != 0)
-        return enif_make_badarg(env); /* not a power of two in range */
-    tk_ring_destroy(&probe);
+    if (!tk_ring_size_ok(size))
+        return enif_make_badarg(env);
 
     ring_res *r = enif_alloc_resource(ring_type, sizeof *r);
     if (r == NULL)
@@ -207,7 +205,7 @@ static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     r->max_bytes = max_bytes > 0 ? max_bytes : 1;
     /* The room enabled_* asks for: enough for a typical event; a bigger
      * one that finds no room is dropped (and counted) in trace_*. */
-    size_t maxp = tk_ring_max_payload(&(tk_ring){.size = size});
+    size_t maxp = tk_ring_max_payload_of(size);
     r->reserve = mode == PAYLOAD_NONE ? 64 : 256;
     if (r->reserve > maxp)
         r->reserve = maxp;
