@@ -4,7 +4,9 @@
 -module(tk_collector).
 
 -export([start/0, stop/1, events/1, count_tags/1, sync/2, sync_all/2,
-         wait_dead/1]).
+         wait_dead/1, eventually/1]).
+
+-include_lib("stdlib/include/assert.hrl").
 
 %% Starts a collector; its pid is what trace sessions use as tracer.
 start() ->
@@ -48,3 +50,12 @@ wait_dead(Pids) ->
     [receive {'DOWN', M, process, _, _} -> ok after 10000 -> error(not_dead) end
      || M <- Ms],
     ok.
+
+%% Polls Pred every 10 ms until it holds, for up to 5 s; then asserts it.
+eventually(Pred) -> eventually(Pred, 500).
+eventually(Pred, 0) -> ?assert(Pred());
+eventually(Pred, N) ->
+    case Pred() of
+        true -> ok;
+        false -> timer:sleep(10), eventually(Pred, N - 1)
+    end.

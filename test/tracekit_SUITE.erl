@@ -64,20 +64,11 @@ summary(Line) ->
 tracekit_sessions() ->
     [S || {tracekit, _} = S <- trace:session_info(all)].
 
-%% Polls Pred every 10 ms for up to 5 s.
-eventually(Pred) -> eventually(Pred, 500).
-eventually(Pred, 0) -> ?assert(Pred());
-eventually(Pred, N) ->
-    case Pred() of
-        true -> ok;
-        false -> timer:sleep(10), eventually(Pred, N - 1)
-    end.
-
 %% Nothing of tracekit is left: no session, every ring freed, the
 %% function no longer traced.
 assert_clean(Config, MFA) ->
     Alive0 = ?config(alive0, Config),
-    eventually(fun() ->
+    tk_collector:eventually(fun() ->
                        [erlang:garbage_collect(P) || P <- processes()],
                        tracekit_sessions() =:= [] andalso tracekit_ring:alive() =:= Alive0
                end),
@@ -418,7 +409,7 @@ side_by_side_with_dbg(Config) ->
     {ok, #{events := CallEvents, dropped := 0}} = tracekit:stop(Calls),
     {ok, #{events := MsgEvents, dropped := 0}} = tracekit:stop(Msgs),
     %% Every dbg event delivered, then dbg off.
-    eventually(fun() -> length([x || {_, {trace, _, send, {done, _}, _}} <- ets:tab2list(Got)]) =:= N end),
+    tk_collector:eventually(fun() -> length([x || {_, {trace, _, send, {done, _}, _}} <- ets:tab2list(Got)]) =:= N end),
     dbg:stop(),
     DbgEvents = [E || {_, E} <- lists:keysort(1, ets:tab2list(Got))],
     ets:delete(Got),

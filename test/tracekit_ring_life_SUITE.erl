@@ -43,15 +43,6 @@ stop(Pids) ->
     [P ! stop || P <- Pids],
     tk_collector:wait_dead(Pids).
 
-%% Polls Pred every 10 ms for up to 5 s.
-eventually(Pred) -> eventually(Pred, 500).
-eventually(Pred, 0) -> ?assert(Pred());
-eventually(Pred, N) ->
-    case Pred() of
-        true -> ok;
-        false -> timer:sleep(10), eventually(Pred, N - 1)
-    end.
-
 close_during_tracing(_Config) ->
     {ok, R} = tracekit_ring:new(#{size => 65536}),
     S = trace:session_create(close_during, {tracekit_ring, R}, []),
@@ -61,7 +52,7 @@ close_during_tracing(_Config) ->
     ok = tracekit_ring:close(R),
     %% Each process loses the tracer when the VM next asks trace_status
     %% (on schedule-in): soon, as they keep running.
-    eventually(fun() -> [{flags, []}] =:= lists:usort([trace:info(S, P, flags) || P <- Ps]) end),
+    tk_collector:eventually(fun() -> [{flags, []}] =:= lists:usort([trace:info(S, P, flags) || P <- Ps]) end),
     #{written := W1} = tracekit_ring:stats(R),
     timer:sleep(50),
     #{written := W2, closed := true} = tracekit_ring:stats(R),
@@ -82,7 +73,7 @@ destroy_session_during_tracing(_Config) ->
     true = trace:session_destroy(S),
     %% The VM strips the session from its processes asynchronously: wait
     %% until nothing more is recorded, then check that it stays so.
-    eventually(fun() ->
+    tk_collector:eventually(fun() ->
                        #{written := A} = tracekit_ring:stats(R),
                        timer:sleep(20),
                        #{written := B} = tracekit_ring:stats(R),
@@ -116,7 +107,7 @@ session_handle_collected(_Config) ->
     tk_collector:wait_dead([Owner]),
     %% The session's handle is gone with the owner's heap; the VM notices
     %% when it collects, and the ring goes when its last reference does.
-    eventually(fun() ->
+    tk_collector:eventually(fun() ->
                        [erlang:garbage_collect(P) || P <- processes()],
                        tracekit_ring:alive() =:= Alive0
                end),
@@ -143,7 +134,7 @@ ring_handle_collected(_Config) ->
     timer:sleep(100),
     ?assertEqual(Alive0 + 1, tracekit_ring:alive()),
     [1 = erlang:trace(P, false, [all]) || P <- Ps],
-    eventually(fun() ->
+    tk_collector:eventually(fun() ->
                        [erlang:garbage_collect(P) || P <- processes()],
                        tracekit_ring:alive() =:= Alive0
                end),
