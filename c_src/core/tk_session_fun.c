@@ -342,6 +342,38 @@ static int valid_func_key(int key)
     return key >= TK_K_TRACED && key <= TK_K_ALL;
 }
 
+/* The answers to the single function items of trace:info/3. */
+typedef struct {
+    tk_ses_value traced, ms, meta, meta_ms, count, time, mem;
+} fn_items;
+
+/* Answers a single item from `v'; 0 when `key' is not one of them. */
+static int one_item(int key, const fn_items *v, tk_ses_answer *out)
+{
+    switch (key) {
+    case TK_K_TRACED: out->value = v->traced; return 1;
+    case TK_K_MATCH_SPEC: out->value = v->ms; return 1;
+    case TK_K_META: out->value = v->meta; return 1;
+    case TK_K_META_MATCH_SPEC: out->value = v->meta_ms; return 1;
+    case TK_K_CALL_COUNT: out->value = v->count; return 1;
+    case TK_K_CALL_TIME: out->value = v->time; return 1;
+    case TK_K_CALL_MEMORY: out->value = v->mem; return 1;
+    default: return 0;
+    }
+}
+
+/* An `all' answer: the list keys[i] -> vals[i]. */
+static void fill_items(tk_ses_answer *out, const int *keys,
+                       const tk_ses_value *vals, int n)
+{
+    set_value(&out->value, TK_V_NIL, 0);
+    out->nitems = n;
+    for (int i = 0; i < n; i++) {
+        out->items[i].key = keys[i];
+        out->items[i].value = vals[i];
+    }
+}
+
 int tk_ses_info_func_(const tk_ses_model *m, int sid, int fid, int key,
                       tk_ses_answer *out)
 {
@@ -368,58 +400,44 @@ int tk_ses_info_func_(const tk_ses_model *m, int sid, int fid, int key,
     if (!valid_func_key(key))
         return TK_SES_BADARG;
 
-    tk_ses_value traced, ms, meta, meta_all, meta_ms, count, time, mem;
+    fn_items v;
+    tk_ses_value meta_all;
     if (global) {
-        set_value(&traced, TK_V_GLOBAL, 0);
-        ms_value(&ms, ex->ms);
+        set_value(&v.traced, TK_V_GLOBAL, 0);
+        ms_value(&v.ms, ex->ms);
     } else if (fl & TK_BP_LOCAL) {
-        set_value(&traced, TK_V_LOCAL, 0);
-        ms_value(&ms, bp->ms);
+        set_value(&v.traced, TK_V_LOCAL, 0);
+        ms_value(&v.ms, bp->ms);
     } else {
-        set_value(&traced, TK_V_FALSE, 0);
-        set_value(&ms, TK_V_FALSE, 0);
+        set_value(&v.traced, TK_V_FALSE, 0);
+        set_value(&v.ms, TK_V_FALSE, 0);
     }
     if (fl & TK_BP_META) {
-        set_value(&meta, TK_V_TRACER, m->sessions[sid].tracer);
-        meta_all = meta;
-        ms_value(&meta_ms, bp->meta_ms);
+        set_value(&v.meta, TK_V_TRACER, m->sessions[sid].tracer);
+        meta_all = v.meta;
+        ms_value(&v.meta_ms, bp->meta_ms);
     } else {
         /* Asked alone, `meta' of a traced function without meta tracing
          * was [] before OTP 29 and is false since; within `all' it is
          * false in both. */
-        set_value(&meta, m->release >= 29 ? TK_V_FALSE : TK_V_NIL, 0);
+        set_value(&v.meta, m->release >= 29 ? TK_V_FALSE : TK_V_NIL, 0);
         set_value(&meta_all, TK_V_FALSE, 0);
-        set_value(&meta_ms, TK_V_FALSE, 0);
+        set_value(&v.meta_ms, TK_V_FALSE, 0);
     }
     if (fl & TK_BP_COUNT)
-        set_value(&count, TK_V_INT, (uint64_t)bp->count);
+        set_value(&v.count, TK_V_INT, (uint64_t)bp->count);
     else
-        set_value(&count, TK_V_FALSE, 0);
-    set_value(&time, fl & TK_BP_TIME ? TK_V_CALL_DATA : TK_V_FALSE, 0);
-    set_value(&mem, fl & TK_BP_MEM ? TK_V_CALL_DATA : TK_V_FALSE, 0);
+        set_value(&v.count, TK_V_FALSE, 0);
+    set_value(&v.time, fl & TK_BP_TIME ? TK_V_CALL_DATA : TK_V_FALSE, 0);
+    set_value(&v.mem, fl & TK_BP_MEM ? TK_V_CALL_DATA : TK_V_FALSE, 0);
 
-    switch (key) {
-    case TK_K_TRACED: out->value = traced; break;
-    case TK_K_MATCH_SPEC: out->value = ms; break;
-    case TK_K_META: out->value = meta; break;
-    case TK_K_META_MATCH_SPEC: out->value = meta_ms; break;
-    case TK_K_CALL_COUNT: out->value = count; break;
-    case TK_K_CALL_TIME: out->value = time; break;
-    case TK_K_CALL_MEMORY: out->value = mem; break;
-    default: {
+    if (!one_item(key, &v, out)) { /* `all' (the key is valid) */
         static const int keys[7] = {
             TK_K_TRACED, TK_K_MATCH_SPEC, TK_K_META, TK_K_META_MATCH_SPEC,
             TK_K_CALL_MEMORY, TK_K_CALL_TIME, TK_K_CALL_COUNT};
-        const tk_ses_value vals[7] = {traced, ms, meta_all, meta_ms,
-                                      mem, time, count};
-        set_value(&out->value, TK_V_NIL, 0);
-        out->nitems = 7;
-        for (int i = 0; i < 7; i++) {
-            out->items[i].key = keys[i];
-            out->items[i].value = vals[i];
-        }
-        break;
-    }
+        const tk_ses_value vals[7] = {v.traced, v.ms, meta_all, v.meta_ms,
+                                      v.mem, v.time, v.count};
+        fill_items(out, keys, vals, 7);
     }
     return TK_SES_OK;
 }
@@ -437,64 +455,49 @@ int tk_ses_info_on_load_(const tk_ses_model *m, int sid, int key,
         set_value(&out->value, TK_V_FALSE, 0);
         return TK_SES_OK;
     }
-    tk_ses_value traced, ms, meta, meta_ms, count, time, mem;
-    set_value(&traced, !bp ? TK_V_GLOBAL
-                           : (f & TK_OL_LOCAL) ? TK_V_LOCAL : TK_V_FALSE, 0);
+    fn_items v;
+    set_value(&v.traced, !bp ? TK_V_GLOBAL
+                             : (f & TK_OL_LOCAL) ? TK_V_LOCAL : TK_V_FALSE, 0);
     if (!bp || (f & TK_OL_LOCAL))
-        ms_value(&ms, s->ol_ms);
+        ms_value(&v.ms, s->ol_ms);
     else
-        set_value(&ms, TK_V_FALSE, 0);
+        set_value(&v.ms, TK_V_FALSE, 0);
     if ((f & TK_OL_META) && s->ol_meta_tracer)
-        set_value(&meta, TK_V_TRACER, s->tracer);
+        set_value(&v.meta, TK_V_TRACER, s->tracer);
     else
-        set_value(&meta, TK_V_FALSE, 0);
+        set_value(&v.meta, TK_V_FALSE, 0);
     if (f & TK_OL_META)
-        ms_value(&meta_ms, s->ol_meta_ms);
+        ms_value(&v.meta_ms, s->ol_meta_ms);
     else
-        set_value(&meta_ms, TK_V_FALSE, 0);
-    set_value(&count, f & TK_OL_COUNT ? TK_V_TRUE : TK_V_FALSE, 0);
-    set_value(&time, f & TK_OL_TIME ? TK_V_TRUE : TK_V_FALSE, 0);
-    set_value(&mem, f & TK_OL_MEMORY ? TK_V_TRUE : TK_V_FALSE, 0);
+        set_value(&v.meta_ms, TK_V_FALSE, 0);
+    set_value(&v.count, f & TK_OL_COUNT ? TK_V_TRUE : TK_V_FALSE, 0);
+    set_value(&v.time, f & TK_OL_TIME ? TK_V_TRUE : TK_V_FALSE, 0);
+    set_value(&v.mem, f & TK_OL_MEMORY ? TK_V_TRUE : TK_V_FALSE, 0);
 
-    switch (key) {
-    case TK_K_TRACED: out->value = traced; break;
-    case TK_K_MATCH_SPEC: out->value = ms; break;
-    case TK_K_META: out->value = meta; break;
-    case TK_K_META_MATCH_SPEC: out->value = meta_ms; break;
-    case TK_K_CALL_COUNT: out->value = count; break;
-    case TK_K_CALL_TIME: out->value = time; break;
-    case TK_K_CALL_MEMORY: out->value = mem; break;
-    case TK_K_ALL: {
-        /* `all' shows a stored match spec even where `match_spec' alone
-         * says false, and a stored meta match spec likewise. */
-        tk_ses_value all_ms, all_meta_ms;
-        if ((f & TK_OL_LOCAL) || !bp)
-            set_value(&all_ms, TK_V_NIL, 0);
-        else
-            set_value(&all_ms, TK_V_FALSE, 0);
-        if (s->ol_ms > 0)
-            set_value(&all_ms, TK_V_MS, (uint64_t)s->ol_ms);
-        if (f & TK_OL_META)
-            set_value(&all_meta_ms, TK_V_NIL, 0);
-        else
-            set_value(&all_meta_ms, TK_V_FALSE, 0);
-        if (s->ol_meta_ms > 0)
-            set_value(&all_meta_ms, TK_V_MS, (uint64_t)s->ol_meta_ms);
-        static const int keys[5] = {TK_K_TRACED, TK_K_MATCH_SPEC, TK_K_META,
-                                    TK_K_META_MATCH_SPEC, TK_K_CALL_COUNT};
-        const tk_ses_value vals[5] = {traced, all_ms, meta, all_meta_ms,
-                                      count};
-        set_value(&out->value, TK_V_NIL, 0);
-        out->nitems = 5;
-        for (int i = 0; i < 5; i++) {
-            out->items[i].key = keys[i];
-            out->items[i].value = vals[i];
-        }
-        break;
-    }
-    default:
+    if (one_item(key, &v, out))
+        return TK_SES_OK;
+    if (key != TK_K_ALL)
         return TK_SES_BADARG;
-    }
+    /* `all' shows a stored match spec even where `match_spec' alone
+     * says false, and a stored meta match spec likewise. */
+    tk_ses_value all_ms, all_meta_ms;
+    if ((f & TK_OL_LOCAL) || !bp)
+        set_value(&all_ms, TK_V_NIL, 0);
+    else
+        set_value(&all_ms, TK_V_FALSE, 0);
+    if (s->ol_ms > 0)
+        set_value(&all_ms, TK_V_MS, (uint64_t)s->ol_ms);
+    if (f & TK_OL_META)
+        set_value(&all_meta_ms, TK_V_NIL, 0);
+    else
+        set_value(&all_meta_ms, TK_V_FALSE, 0);
+    if (s->ol_meta_ms > 0)
+        set_value(&all_meta_ms, TK_V_MS, (uint64_t)s->ol_meta_ms);
+    static const int keys[5] = {TK_K_TRACED, TK_K_MATCH_SPEC, TK_K_META,
+                                TK_K_META_MATCH_SPEC, TK_K_CALL_COUNT};
+    const tk_ses_value vals[5] = {v.traced, all_ms, v.meta, all_meta_ms,
+                                  v.count};
+    fill_items(out, keys, vals, 5);
     return TK_SES_OK;
 }
 
