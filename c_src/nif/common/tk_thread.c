@@ -7,16 +7,6 @@ static atomic_uint next_slot;
  * the hot path), stored as slot + 1 so that 0 means "not assigned yet". */
 static _Thread_local unsigned my_slot;
 
-int tk_thread_init(void)
-{
-    atomic_init(&next_slot, 0);
-    return 0;
-}
-
-void tk_thread_fini(void)
-{
-}
-
 unsigned tk_thread_slot(void)
 {
     if (my_slot != 0)

@@ -16,13 +16,9 @@
 #define TK_THREAD_SLOTS 256
 #define TK_THREAD_SHARED (TK_THREAD_SLOTS - 1)
 
-/* Call from the library's load callback; 0 on success. */
-int tk_thread_init(void);
-/* Call from the library's unload callback. */
-void tk_thread_fini(void);
-/* (Slot numbers are never reused: a library that sees threads come and go
- * by the hundreds runs out of owned slots, and later threads share
- * TK_THREAD_SHARED.) */
+/* (No set-up is needed. Slot numbers are never reused: a library that sees
+ * threads come and go by the hundreds runs out of owned slots, and later
+ * threads share TK_THREAD_SHARED.) */
 
 /* The calling thread's slot. */
 unsigned tk_thread_slot(void);

@@ -44,7 +44,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     counter_type = enif_open_resource_type(env, NULL, "tracekit_count",
                                            counter_dtor, ERL_NIF_RT_CREATE,
                                            NULL);
-    if (counter_type == NULL || tk_thread_init() != 0)
+    if (counter_type == NULL)
         return -1;
     /* Core memory (rings, counter rows) is VM memory: it shows in
      * erlang:memory(). */
@@ -57,13 +57,6 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     am_remove = enif_make_atom(env, "remove");
     am_trace_status = enif_make_atom(env, "trace_status");
     return 0;
-}
-
-static void unload(ErlNifEnv *env, void *priv)
-{
-    (void)env;
-    (void)priv;
-    tk_thread_fini();
 }
 
 /* The counter behind a term, or NULL. */
@@ -170,4 +163,4 @@ static ErlNifFunc funcs[] = {
     {"trace", 5, trace_nif, 0},
 };
 
-ERL_NIF_INIT(tracekit_count, funcs, load, NULL, NULL, unload)
+ERL_NIF_INIT(tracekit_count, funcs, load, NULL, NULL, NULL)

@@ -1,7 +1,6 @@
 /* model_nif.c: the function table and load callback of tracekit_model.
  * The functions themselves live in seq_nif.c, session_nif.c and bp_nif.c. */
 #include "model_nif.h"
-#include "tk_thread.h"
 
 /* Declarations of every NIF function, from the parts' lists. */
 #define TK_MODEL_FUNC(ename, arity, cname, flags) TK_MODEL_NIF(cname);
@@ -27,20 +26,10 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
     (void)priv;
     (void)info;
-    /* One thread registry for every part (tk_thread_slot()). */
-    if (tk_thread_init() != 0)
-        return -1;
     if (tk_model_seq_load(env) != 0 || tk_model_session_load(env) != 0 ||
         tk_model_bp_load(env) != 0)
         return -1;
     return 0;
 }
 
-static void unload(ErlNifEnv *env, void *priv)
-{
-    (void)env;
-    (void)priv;
-    tk_thread_fini();
-}
-
-ERL_NIF_INIT(tracekit_model, funcs, load, NULL, NULL, unload)
+ERL_NIF_INIT(tracekit_model, funcs, load, NULL, NULL, NULL)

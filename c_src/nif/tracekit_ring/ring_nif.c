@@ -104,7 +104,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     am_ellipsis = enif_make_atom(env, "...");
     ring_type = enif_open_resource_type(env, NULL, "tracekit_ring", ring_dtor,
                                         ERL_NIF_RT_CREATE, NULL);
-    if (ring_type == NULL || tk_thread_init() != 0)
+    if (ring_type == NULL)
         return -1;
     /* Core memory (rings, counter rows) is VM memory: it shows in
      * erlang:memory(). */
@@ -143,7 +143,6 @@ static void unload(ErlNifEnv *env, void *priv)
     (void)env;
     (void)priv;
     scratch_free_all();
-    tk_thread_fini();
 }
 
 /* Tags: `true' for all, or a list of known tag atoms. 0, or -1 if bad. */
