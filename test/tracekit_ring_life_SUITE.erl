@@ -9,7 +9,8 @@
 -export([all/0, init_per_testcase/2, end_per_testcase/2]).
 -export([close_during_tracing/1, destroy_session_during_tracing/1,
          session_handle_collected/1, ring_handle_collected/1,
-         drain_from_many_processes/1, order_per_tracee_across_schedulers/1,
+         drain_from_many_processes/1,
+         drain_from_many_processes_dropping/1, order_per_tracee_across_schedulers/1,
          drop_accounting_is_exact/1, overwrite_keeps_newest/1,
          not_a_ring_as_state/1, legacy_and_seq_tracer_apis/1,
          set_takes_effect_on_every_thread/1, set_sample/1]).
@@ -17,7 +18,8 @@
 all() ->
     [close_during_tracing, destroy_session_during_tracing,
      session_handle_collected, ring_handle_collected,
-     drain_from_many_processes, order_per_tracee_across_schedulers,
+     drain_from_many_processes, drain_from_many_processes_dropping,
+     order_per_tracee_across_schedulers,
      drop_accounting_is_exact, overwrite_keeps_newest, not_a_ring_as_state,
      legacy_and_seq_tracer_apis, set_takes_effect_on_every_thread, set_sample].
 
@@ -142,11 +144,38 @@ ring_handle_collected(_Config) ->
 
 %% Eight consumers drain one ring while four producers record numbered
 %% messages: every event reaches exactly one consumer, and each consumer
-%% sees each producer's events in order.
+%% sees each producer's events in order.  The ring is large enough to hold
+%% the whole run (80004 records of 72 bytes in 8 MiB per thread), so no
+%% drop is possible however far the consumers fall behind.
 drain_from_many_processes(_Config) ->
-    {ok, R} = tracekit_ring:new(#{}),
-    S = trace:session_create(many_drainers, {tracekit_ring, R}, []),
     N = 20000,
+    {R, Ps, Parts, Rest} = many_drainers(#{size => 8 bsl 20}, N),
+    All = [E || E = {trace, _, send, {seq, _}, _} <- lists:append(Parts) ++ Rest],
+    %% Each producer's {done, Pid} send is recorded too.
+    ?assertMatch(#{written := W, dropped := 0, drained := W} when W =:= 4 * N + 4,
+                 tracekit_ring:stats(R)),
+    ?assertEqual(4 * N, length(All)),
+    ?assertEqual(4 * N, length(lists:usort([{element(2, E), element(4, E)} || E <- All]))),
+    [?assertEqual(lists:sort(seqs(P, Evs)), seqs(P, Evs)) || Evs <- Parts, P <- Ps].
+
+%% The same race with a ring far too small: most events are dropped, and
+%% every event is either drained by exactly one consumer or counted as
+%% dropped, never both, never neither.
+drain_from_many_processes_dropping(_Config) ->
+    N = 20000,
+    {R, Ps, Parts, Rest} = many_drainers(#{size => 16384}, N),
+    Drained = lists:append(Parts) ++ Rest,
+    #{written := W, dropped := D, drained := W} = tracekit_ring:stats(R),
+    ?assert(D > 0),
+    ?assertEqual(4 * N + 4, W + D),
+    ?assertEqual(W, length(Drained)),
+    Keys = [{element(2, E), element(4, E)} || E <- Drained],
+    ?assertEqual(W, length(lists:usort(Keys))),
+    [?assertEqual(lists:sort(seqs(P, Evs)), seqs(P, Evs)) || Evs <- Parts, P <- Ps].
+
+many_drainers(Opts, N) ->
+    {ok, R} = tracekit_ring:new(Opts),
+    S = trace:session_create(many_drainers, {tracekit_ring, R}, []),
     Self = self(),
     Ps = [spawn(fun() -> receive go -> ok end,
                          [self() ! {seq, I} || I <- lists:seq(1, N)],
@@ -159,14 +188,8 @@ drain_from_many_processes(_Config) ->
     [D ! {stop, self()} || D <- Drainers],
     Parts = [receive {drained, D, Evs} -> Evs end || D <- Drainers],
     Rest = tracekit_ring:drain(R),
-    All = [E || E = {trace, _, send, {seq, _}, _} <- lists:append(Parts) ++ Rest],
-    ?assertEqual(4 * N, length(All)),
-    ?assertEqual(4 * N, length(lists:usort([{element(2, E), element(4, E)} || E <- All]))),
-    [?assertEqual(lists:sort(seqs(P, Evs)), seqs(P, Evs)) || Evs <- Parts, P <- Ps],
-    %% Each producer's {done, Pid} send is recorded too.
-    ?assertMatch(#{written := W, dropped := 0, drained := W} when W =:= 4 * N + 4,
-                 tracekit_ring:stats(R)),
-    trace:session_destroy(S).
+    trace:session_destroy(S),
+    {R, Ps, Parts, Rest}.
 
 drainer(R, Acc) ->
     receive
