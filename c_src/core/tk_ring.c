@@ -61,20 +61,22 @@ static inline uint64_t load_word(tk_ring *r, uint64_t pos)
                                 memory_order_relaxed);
 }
 
-int tk_ring_fits(tk_ring *r, size_t payload)
+/* Stores `len` bytes at consecutive words from w, the last one padded with
+ * zeroes. */
+static inline void copy_words(_Atomic uint64_t *w, const void *src, size_t len)
 {
-    if (payload > tk_ring_max_payload(r))
-        return 0;
-    if (r->policy == TK_RING_OVERWRITE)
-        return 1;
-    uint64_t need = round8(TK_RING_HEADER + payload);
-    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    if (h + need - r->tail_seen <= r->size)
-        return 1;
-    /* Acquire: pairs with the consumer's release of tail, so that the
-     * consumer has finished reading the space we are about to reuse. */
-    r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
-    return h + need - r->tail_seen <= r->size;
+    const unsigned char *p = src;
+    size_t n = len >> 3;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v;
+        memcpy(&v, p + 8 * i, 8);
+        atomic_store_explicit(&w[i], v, memory_order_relaxed);
+    }
+    if (len & 7) {
+        uint64_t v = 0;
+        memcpy(&v, p + 8 * n, len & 7);
+        atomic_store_explicit(&w[n], v, memory_order_relaxed);
+    }
 }
 
 /* Overwrite policy: evict the oldest records until `need` bytes are free
@@ -141,20 +143,30 @@ int tk_ring_push(tk_ring *r, uint64_t stamp, const void *payload, size_t len)
     if (stamp < r->last_stamp)
         stamp = r->last_stamp;
     r->last_stamp = stamp;
-    store_word(r, h, HDR(need, len));
-    store_word(r, h + 8, stamp);
-    const unsigned char *p = payload;
-    uint64_t pos = h + TK_RING_HEADER;
-    size_t i = 0;
-    for (; i + 8 <= len; i += 8, pos += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        store_word(r, pos, w);
-    }
-    if (i < len) {
-        uint64_t w = 0;
-        memcpy(&w, p + i, len - i);
-        store_word(r, pos, w);
+    uint64_t idx = (h >> 3) & r->mask;
+    if (idx + (need >> 3) <= r->mask + 1) {
+        /* The record does not wrap (the common case): one base pointer,
+         * consecutive words. */
+        _Atomic uint64_t *w = &r->words[idx];
+        atomic_store_explicit(&w[0], HDR(need, len), memory_order_relaxed);
+        atomic_store_explicit(&w[1], stamp, memory_order_relaxed);
+        copy_words(w + 2, payload, len);
+    } else {
+        store_word(r, h, HDR(need, len));
+        store_word(r, h + 8, stamp);
+        const unsigned char *p = payload;
+        uint64_t pos = h + TK_RING_HEADER;
+        size_t i = 0;
+        for (; i + 8 <= len; i += 8, pos += 8) {
+            uint64_t v;
+            memcpy(&v, p + i, 8);
+            store_word(r, pos, v);
+        }
+        if (i < len) {
+            uint64_t v = 0;
+            memcpy(&v, p + i, len - i);
+            store_word(r, pos, v);
+        }
     }
     /* Release: the record's words are visible to a consumer that sees the
      * new head with an acquire load. */

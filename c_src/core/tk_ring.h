@@ -84,7 +84,21 @@ static inline size_t tk_ring_max_payload(const tk_ring *r)
 /* Producer: would a record with `payload` bytes be accepted now? Always
  * true in overwrite mode (for payloads up to tk_ring_max_payload). Cheap:
  * reads the consumer's tail only when the cached view says "no". */
-int tk_ring_fits(tk_ring *r, size_t payload);
+static inline int tk_ring_fits(tk_ring *r, size_t payload)
+{
+    if (payload > tk_ring_max_payload(r))
+        return 0;
+    if (r->policy == TK_RING_OVERWRITE)
+        return 1;
+    uint64_t need = (TK_RING_HEADER + payload + 7) & ~(uint64_t)7;
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (h + need - r->tail_seen <= r->size)
+        return 1;
+    /* Acquire: pairs with the consumer's release of tail, so that the
+     * consumer has finished reading the space we are about to reuse. */
+    r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+    return h + need - r->tail_seen <= r->size;
+}
 
 /* Producer: appends a record. Returns 0 when published, -1 when refused
  * (drop policy and no room, or payload too large); refusals are counted in

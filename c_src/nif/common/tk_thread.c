@@ -3,18 +3,15 @@
 #include <stdatomic.h>
 
 static atomic_uint next_slot;
-/* The calling thread's slot, in C11 thread-local storage (one TLS read on
- * the hot path), stored as slot + 1 so that 0 means "not assigned yet". */
-static _Thread_local unsigned my_slot;
+/* Stored as slot + 1, so that 0 means "not assigned yet". */
+_Thread_local unsigned tk_thread_my_slot TK_TLS_IE;
 
-unsigned tk_thread_slot(void)
+unsigned tk_thread_assign(void)
 {
-    if (my_slot != 0)
-        return my_slot - 1;
     unsigned s = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed);
     if (s >= TK_THREAD_SHARED)
         s = TK_THREAD_SHARED;
-    my_slot = s + 1;
+    tk_thread_my_slot = s + 1;
     return s;
 }
 
