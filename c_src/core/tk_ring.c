@@ -144,7 +144,8 @@ int tk_ring_push(tk_ring *r, uint64_t stamp, const void *payload, size_t len)
         stamp = r->last_stamp;
     r->last_stamp = stamp;
     uint64_t idx = (h >> 3) & r->mask;
-    if (idx + (need >> 3) <= r->mask + 1) {
+    uint64_t room = (r->mask + 1 - idx) * 8; /* bytes before the storage ends */
+    if (room >= need) {
         /* The record does not wrap (the common case): one base pointer,
          * consecutive words. */
         _Atomic uint64_t *w = &r->words[idx];
@@ -152,21 +153,14 @@ int tk_ring_push(tk_ring *r, uint64_t stamp, const void *payload, size_t len)
         atomic_store_explicit(&w[1], stamp, memory_order_relaxed);
         copy_words(w + 2, payload, len);
     } else {
+        /* It wraps, at a word boundary: the header words one by one, then
+         * the payload in (at most) two runs of words. */
         store_word(r, h, HDR(need, len));
         store_word(r, h + 8, stamp);
-        const unsigned char *p = payload;
-        uint64_t pos = h + TK_RING_HEADER;
-        size_t i = 0;
-        for (; i + 8 <= len; i += 8, pos += 8) {
-            uint64_t v;
-            memcpy(&v, p + i, 8);
-            store_word(r, pos, v);
-        }
-        if (i < len) {
-            uint64_t v = 0;
-            memcpy(&v, p + i, len - i);
-            store_word(r, pos, v);
-        }
+        size_t first = room > TK_RING_HEADER ? (size_t)room - TK_RING_HEADER : 0;
+        copy_words(&r->words[((h + TK_RING_HEADER) >> 3) & r->mask], payload, first);
+        copy_words(&r->words[((h + TK_RING_HEADER + first) >> 3) & r->mask],
+                   (const unsigned char *)payload + first, len - first);
     }
     /* Release: the record's words are visible to a consumer that sees the
      * new head with an acquire load. */
