@@ -273,8 +273,8 @@ sample(M0, Peak, Until) ->
 %% A million events are about 90 MB of terms in the caller's heap. Memory
 %% the VM's allocators take from the OS is new to the process, and each of
 %% its pages costs a page fault at first touch: about 11 us on the virtual
-%% machines this was written on (50 times bare metal), which for 23,000
-%% pages is most of a drain. The minor page faults of each drain are
+%% machines the README's numbers come from (50 times bare metal), which
+%% for 23,000 pages is most of a drain. The minor page faults of each drain are
 %% printed beside its rate. `make bench' runs this part a second time in a
 %% VM started with +MMmcs 100, where the allocator keeps freed segments
 %% mapped for reuse.
