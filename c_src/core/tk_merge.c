@@ -24,7 +24,7 @@ int tk_merge_init(tk_merge *m, unsigned nsrc, size_t max_payload)
     m->src = tk_mem_zalloc(nsrc * sizeof *m->src);
     m->h1 = tk_mem_zalloc(nsrc * sizeof *m->h1);
     m->active = tk_mem_zalloc(nsrc * sizeof *m->active);
-    size_t rec = (TK_RING_HEADER + max_payload + 7) & ~(size_t)7;
+    size_t rec = (size_t)tk_ring_record_size(max_payload);
     m->take = rec > TAKE_MIN ? rec : TAKE_MIN;
     m->bound = 0;
     if (m->src == NULL || m->h1 == NULL || m->active == NULL) {

@@ -10,8 +10,6 @@
 #define HDR_TOTAL(h) ((uint64_t)((h)&0xffffffffu))
 #define HDR_PAYLOAD(h) ((size_t)((h) >> 32))
 
-static inline uint64_t round8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
-
 /* Single-writer counters: load + store, no read-modify-write needed. */
 static inline void bump(_Atomic uint64_t *c, uint64_t by)
 {
@@ -123,7 +121,7 @@ int tk_ring_push(tk_ring *r, uint64_t stamp, const void *payload, size_t len)
         bump(&r->dropped, 1);
         return -1;
     }
-    uint64_t need = round8(TK_RING_HEADER + len);
+    uint64_t need = tk_ring_record_size(len);
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (r->policy == TK_RING_DROP) {
         if (h + need - r->tail_seen > r->size) {

@@ -81,6 +81,13 @@ static inline size_t tk_ring_max_payload(const tk_ring *r)
     return tk_ring_max_payload_of((size_t)r->size);
 }
 
+/* Bytes a record with `payload` bytes takes in the ring: header and stamp
+ * words, the payload padded to 8 bytes. */
+static inline uint64_t tk_ring_record_size(size_t payload)
+{
+    return (TK_RING_HEADER + (uint64_t)payload + 7) & ~(uint64_t)7;
+}
+
 /* Producer: would a record with `payload` bytes be accepted now? Always
  * true in overwrite mode (for payloads up to tk_ring_max_payload). Cheap:
  * reads the consumer's tail only when the cached view says "no". */
@@ -90,7 +97,7 @@ static inline int tk_ring_fits(tk_ring *r, size_t payload)
         return 0;
     if (r->policy == TK_RING_OVERWRITE)
         return 1;
-    uint64_t need = (TK_RING_HEADER + payload + 7) & ~(uint64_t)7;
+    uint64_t need = tk_ring_record_size(payload);
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (h + need - r->tail_seen <= r->size)
         return 1;
