@@ -57,48 +57,88 @@ $(shell mkdir -p build; \
   [ "`cat $(OTP_STAMP) 2>/dev/null`" = "$(ERTS_VSN)" ] || echo $(ERTS_VSN) > $(OTP_STAMP))
 
 # ---- C ---------------------------------------------------------------------
+# The sources live in rooms by role (README.md, "Design"):
+#   c_src/lib/        plain C the shipped NIFs use   -> $(B)/libtk.a
+#   c_src/model/      plain C models of the VM       -> $(B)/libtkmodel.a
+#   c_src/nif/common/ NIF-side code the NIFs share   -> $(B)/libtknif.a
+#   c_src/nif/<m>/       a shipped NIF library        -> priv/<m>.so
+#   c_src/test_nif/<m>/  a NIF only the tests load    -> $(B)/test_nif/<m>.so
+#   c_src/bench_nif/<m>/ a NIF only the benchmarks load -> $(B)/bench_nif/<m>.so
+#   c_src/test/       C tests of lib and model (no VM)
+#   c_src/bench/      C benchmarks of lib
+# Each .so links its own objects and the archives: the linker takes from an
+# archive only the objects the library uses.
 CC      ?= cc
 CLANG   ?= clang
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror
 CFLAGS  ?= -O2 -g
-NIF_CFLAGS := $(CSTD) $(WARN) $(CFLAGS) -fvisibility=hidden -fPIC \
-              -I$(ERTS_INCLUDE) -Ic_src/core -Ic_src/nif/common
-NIF_LDFLAGS := -shared -lpthread
+# NIF_VARIANT=asan builds every NIF with AddressSanitizer and UBSan and the
+# debug assertions, into $(B) = build/erts-<vsn>-asan (test-nif-asan).
+NIF_VARIANT ?=
+ifeq ($(NIF_VARIANT),asan)
+B := $(B)-asan
+PRIV := $(B)/priv
+VARIANT_CFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
+                  -fno-omit-frame-pointer -DTK_DEBUG
+else
+PRIV := priv
+VARIANT_CFLAGS :=
+endif
+NIF_CFLAGS := $(CSTD) $(WARN) $(CFLAGS) $(VARIANT_CFLAGS) -fvisibility=hidden \
+              -fPIC -I$(ERTS_INCLUDE) -I$(EI_INCLUDE) -Ic_src/lib -Ic_src/model \
+              -Ic_src/nif/common
+NIF_LDFLAGS := -shared -lpthread $(VARIANT_CFLAGS)
 
-CORE_SRC := $(sort $(wildcard c_src/core/*.c))
-CORE_HDR := $(wildcard c_src/core/*.h)
-NIF_COMMON_SRC := $(sort $(wildcard c_src/nif/common/*.c))
-NIFS     := $(notdir $(patsubst %/,%,$(filter-out c_src/nif/common/,$(sort $(dir $(wildcard c_src/nif/*/*.c))))))
-NIF_SOS  := $(NIFS:%=priv/%.so)
-# NIF directories that use ei name it in a file `uses_ei` beside their sources.
-uses_ei   = $(wildcard c_src/nif/$(1)/uses_ei)
+LIB_HDR  := $(wildcard c_src/lib/*.h)
+obj_of    = $(patsubst c_src/%.c,$(B)/obj/%.o,$(1))
+ARCHIVES := $(B)/libtknif.a $(B)/libtkmodel.a $(B)/libtk.a
 
-CORE_OBJ := $(CORE_SRC:c_src/core/%.c=$(B)/core/%.o)
-NIF_COMMON_OBJ := $(NIF_COMMON_SRC:c_src/nif/common/%.c=$(B)/nif/common/%.o)
-nif_objs = $(patsubst c_src/nif/%.c,$(B)/nif/%.o,$(wildcard c_src/nif/$(1)/*.c))
-
-$(B)/core/%.o: c_src/core/%.c
+$(B)/obj/%.o: c_src/%.c
 	@mkdir -p $(@D)
 	$(CC) $(NIF_CFLAGS) -MMD -MP -c $< -o $@
 
-$(B)/nif/%.o: c_src/nif/%.c
+$(B)/libtk.a: $(call obj_of,$(sort $(wildcard c_src/lib/*.c)))
+$(B)/libtkmodel.a: $(call obj_of,$(sort $(wildcard c_src/model/*.c)))
+$(B)/libtknif.a: $(call obj_of,$(sort $(wildcard c_src/nif/common/*.c)))
+$(ARCHIVES):
 	@mkdir -p $(@D)
-	$(CC) $(NIF_CFLAGS) $(if $(call uses_ei,$(firstword $(subst /, ,$*))),-I$(EI_INCLUDE)) -MMD -MP -c $< -o $@
+	rm -f $@
+	ar rcs $@ $^
 
+# nif_rule ROOM OUTDIR M: the rule making OUTDIR/M.so from c_src/ROOM/M/.
+# A NIF directory that links ei names it in a file `uses_ei` beside its
+# sources.
 define nif_rule
-priv/$(1).so: $(call nif_objs,$(1)) $(CORE_OBJ) $(NIF_COMMON_OBJ) $(OTP_STAMP)
-	@mkdir -p priv
-	$$(CC) $$(filter %.o,$$^) -o $$@ $$(NIF_LDFLAGS) $(if $(call uses_ei,$(1)),-L$(EI_LIB) -lei)
+$(2)/$(3).so: $(call obj_of,$(wildcard c_src/$(1)/$(3)/*.c)) $(ARCHIVES) $(OTP_STAMP)
+	@mkdir -p $$(@D)
+	$$(CC) $$(filter %.o,$$^) $(ARCHIVES) -o $$@ $$(NIF_LDFLAGS) $(if $(wildcard c_src/$(1)/$(3)/uses_ei),-L$(EI_LIB) -lei)
 endef
-$(foreach n,$(NIFS),$(eval $(call nif_rule,$(n))))
+nif_names = $(notdir $(patsubst %/,%,$(filter-out c_src/nif/common/,$(sort $(dir $(wildcard c_src/$(1)/*/*.c))))))
+$(foreach n,$(call nif_names,nif),$(eval $(call nif_rule,nif,$(PRIV),$(n))))
+$(foreach n,$(call nif_names,test_nif),$(eval $(call nif_rule,test_nif,$(B)/test_nif,$(n))))
+$(foreach n,$(call nif_names,bench_nif),$(eval $(call nif_rule,bench_nif,$(B)/bench_nif,$(n))))
+NIF_SOS       := $(patsubst %,$(PRIV)/%.so,$(call nif_names,nif))
+TEST_NIF_SOS  := $(patsubst %,$(B)/test_nif/%.so,$(call nif_names,test_nif))
+BENCH_NIF_SOS := $(patsubst %,$(B)/bench_nif/%.so,$(call nif_names,bench_nif))
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 
-# ---- C tests of the core (no VM) -------------------------------------------
+# Where the Erlang side finds the NIFs: tracekit_nif:path/1 looks in
+# TRACEKIT_NIF_DIR when it is set (the sanitizer build), else in priv/; the
+# test and bench helpers look in $TRACEKIT_BUILD/test_nif and /bench_nif.
+export TRACEKIT_BUILD := $(CURDIR)/$(B)
+ifeq ($(NIF_VARIANT),asan)
+export TRACEKIT_NIF_DIR := $(CURDIR)/$(PRIV)
+endif
+
+# ---- C tests of lib and model (no VM) ----------------------------------------
+# Built with the debug assertions; the ASan build also checks for leaks.
+CORE_SRC  := $(sort $(wildcard c_src/lib/*.c c_src/model/*.c))
+CORE_HDR  := $(wildcard c_src/lib/*.h c_src/model/*.h)
 CTEST_SRC := $(sort $(wildcard c_src/test/*.c))
 CTEST_HDR := $(wildcard c_src/test/*.h)
-CTEST_CFLAGS := $(CSTD) $(WARN) -g -Ic_src/core -Ic_src/test -pthread
+CTEST_CFLAGS := $(CSTD) $(WARN) -g -DTK_DEBUG -Ic_src/lib -Ic_src/model -Ic_src/test -pthread
 SAN_ASAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 SAN_TSAN := -fsanitize=thread
 
@@ -113,17 +153,24 @@ build/ctest/tsan/tk_tests: $(CTEST_SRC) $(CTEST_HDR) $(CORE_SRC) $(CORE_HDR)
 	$(CLANG) $(CTEST_CFLAGS) -O1 $(SAN_TSAN) $(CTEST_SRC) $(CORE_SRC) -o $@ -lpthread -lm
 
 # ---- C hot-path benchmark (instruction counts under callgrind) --------------
-build/bench/bench_hot: c_src/bench/bench_hot.c $(CORE_SRC) $(CORE_HDR)
+LIB_SRC := $(sort $(wildcard c_src/lib/*.c))
+build/bench/bench_hot: c_src/bench/bench_hot.c $(LIB_SRC) $(LIB_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(CSTD) $(WARN) -O2 -g -Ic_src/core -pthread $< $(CORE_SRC) -o $@ -lpthread -lm
+	$(CC) $(CSTD) $(WARN) -O2 -g -Ic_src/lib -pthread $< $(LIB_SRC) -o $@ -lpthread -lm
 
 # ---- targets ---------------------------------------------------------------
-.PHONY: all nif beams test test-c test-c-asan test-c-tsan test-c-long eunit ct \
-        test-all check dialyzer xref bench demo clean distclean otp-info
+.PHONY: all nif test-nifs bench-nifs beams test test-c test-c-asan test-c-tsan \
+        test-c-long eunit ct test-all check dialyzer xref bench demo clean \
+        distclean otp-info
 
 all: nif beams
 
+# What a user of the package needs: the shipped NIFs, into priv/ (and
+# nothing else: libraries left there by an older layout are removed).
 nif: $(NIF_SOS)
+	@rm -f $(filter-out $(NIF_SOS),$(wildcard $(PRIV)/*.so))
+test-nifs: $(TEST_NIF_SOS)
+bench-nifs: $(BENCH_NIF_SOS)
 
 beams: nif
 	$(REBAR) compile
@@ -148,17 +195,17 @@ test-c-long: build/ctest/tsan/tk_tests build/ctest/asan/tk_tests
 	TK_TEST_LONG=1 TSAN_OPTIONS=halt_on_error=1 build/ctest/tsan/tk_tests --threaded
 	TK_TEST_LONG=1 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 build/ctest/asan/tk_tests --threaded
 
-eunit: nif
+eunit: nif test-nifs
 	$(REBAR) eunit
 
-ct: nif
+ct: nif test-nifs
 	$(REBAR) ct
 
 test-all:
 	OTP=27 $(MAKE) test
 	OTP=29 $(MAKE) test
 
-check: nif dialyzer xref
+check: nif test-nifs dialyzer xref
 
 dialyzer:
 	$(REBAR) dialyzer
@@ -166,11 +213,12 @@ dialyzer:
 xref:
 	$(REBAR) xref
 
-bench: all build/bench/bench_hot
+bench: all bench-nifs build/bench/bench_hot
 	$(REBAR) as bench compile
 	scripts/bench
 
 demo: all
+	$(REBAR) as demo compile
 	scripts/demo
 
 clean:

@@ -8,8 +8,11 @@
 -on_load(init/0).
 -nifs([enabled/3, trace/5, floor_new/0]).
 
+%% The library is built outside priv/, into the build tree the Makefile
+%% exports as TRACEKIT_BUILD (`make bench' runs this).
 init() ->
-    erlang:load_nif(tracekit_nif:path(?MODULE), 0).
+    erlang:load_nif(filename:join([os:getenv("TRACEKIT_BUILD", "build"), "bench_nif",
+                                   atom_to_list(?MODULE)]), 0).
 
 enabled(_Tag, _State, _Tracee) -> erlang:nif_error(not_loaded).
 trace(_Tag, _State, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).

@@ -182,12 +182,28 @@ wait(Trace, Timeout) when is_pid(Trace) ->
 %%% Options and processes -----------------------------------------------------
 
 options(Opts) when is_map(Opts) ->
-    case [{K, V} || K := V <- Opts, not valid(K, V)] of
+    case [{K, V, Why} || K := V <- Opts, Why <- [problem(K, V)], Why =/= none] of
         [] -> {ok, maps:merge(?DEFAULTS, Opts)};
-        [{K, V} | _] -> {error, {bad_option, {K, V}, option_help(K)}}
+        [{K, V, Why} | _] -> {error, {bad_option, {K, V}, Why}}
     end;
 options(Opts) ->
     {error, {bad_option, Opts, "options are a map, for example #{max_events => 10}"}}.
+
+%% What is wrong with an option, or none. The ring's options are checked
+%% by tracekit_ring, which knows its limits.
+problem(ring_size, N) -> ring_problem(size, N);
+problem(payload, P) -> ring_problem(payload, P);
+problem(K, V) ->
+    case valid(K, V) of
+        true -> none;
+        false -> option_help(K)
+    end.
+
+ring_problem(Key, V) ->
+    case tracekit_ring:check_option(Key, V) of
+        ok -> none;
+        {error, Why} -> atom_to_list(Key) ++ ": " ++ Why
+    end.
 
 valid(max_events, N) -> pos_or_infinity(N);
 valid(max_time, N) -> pos_or_infinity(N);
@@ -200,11 +216,6 @@ valid(depth, N) -> is_integer(N) andalso N > 0;
 valid(line_length, N) -> is_integer(N) andalso N >= 20;
 valid(processes, _) -> true;
 valid(scope, S) -> S =:= local orelse S =:= global;
-valid(ring_size, N) -> is_integer(N) andalso N >= 4096 andalso N band (N - 1) =:= 0;
-valid(payload, P) -> P =:= full orelse P =:= none orelse
-                         (is_tuple(P) andalso tuple_size(P) =:= 2 andalso
-                          element(1, P) =:= max_bytes andalso is_integer(element(2, P))
-                          andalso element(2, P) > 0);
 valid(_, _) -> false.
 
 pos_or_infinity(infinity) -> true;
@@ -219,8 +230,6 @@ option_help(io) -> "io is an io device: a pid or a registered name";
 option_help(depth) -> "depth is a positive integer";
 option_help(line_length) -> "line_length is an integer of at least 20";
 option_help(scope) -> "scope is local or global";
-option_help(ring_size) -> "ring_size is a power of two of at least 4096";
-option_help(payload) -> "payload is full, none or {max_bytes, N}";
 option_help(K) ->
     lists:flatten(io_lib:format(
                     "unknown option ~tw; known: max_events, max_time, rate, "

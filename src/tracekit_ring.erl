@@ -27,7 +27,8 @@
 %% every event that was not kept.
 -module(tracekit_ring).
 
--export([new/0, new/1, set/2, drain/1, drain/2, stats/1, close/1, alive/0]).
+-export([new/0, new/1, set/2, drain/1, drain/2, stats/1, close/1, alive/0,
+         limits/0, tags/0, check_option/2]).
 %% erl_tracer callbacks, called by the VM.
 -export([enabled/3, trace/5,
          enabled_send/3, trace_send/5,
@@ -42,6 +43,7 @@
 -on_load(init/0).
 
 -nifs([new_nif/5, set_nif/4, close/1, stats/1, drain_chunk/2, drain_all/1, alive/0,
+       limits/0, tags/0,
        enabled/3, trace/5, enabled_send/3, trace_send/5,
        enabled_receive/3, trace_receive/5, enabled_call/3, trace_call/5,
        enabled_procs/3, trace_procs/5, enabled_ports/3, trace_ports/5,
@@ -50,16 +52,6 @@
        enabled_garbage_collection/3, trace_garbage_collection/5]).
 
 -define(DEFAULT_SIZE, 1 bsl 20).
--define(MIN_SIZE, 4096).
--define(MAX_SIZE, 1 bsl 30).
--define(CHUNK, 4000).
-
--define(TAGS, [send, send_to_non_existing_process, 'receive', call,
-               return_from, exception_from, return_to, spawn, spawned, exit,
-               link, unlink, getting_linked, getting_unlinked, register,
-               unregister, in, out, in_exiting, out_exiting, out_exited,
-               gc_major_start, gc_major_end, gc_minor_start, gc_minor_end,
-               open, closed, seq_trace]).
 
 -opaque ring() :: reference().
 -type tag() :: atom().
@@ -79,7 +71,9 @@
                    bytes := non_neg_integer(),
                    producers := non_neg_integer(),
                    filtered := non_neg_integer(),
+                   truncated := non_neg_integer(),
                    drained := non_neg_integer(),
+                   undecodable := non_neg_integer(),
                    buffered := non_neg_integer(),
                    size := pos_integer(),
                    policy := drop | overwrite,
@@ -90,7 +84,13 @@
 -type config() :: #{paused => boolean(),
                     tags => all | [tag()],
                     sample => pos_integer()}.
--export_type([ring/0, options/0, config/0, event/0, stats/0]).
+-type limits() :: #{min_size := pos_integer(),
+                    max_size := pos_integer(),
+                    memory := pos_integer(),
+                    schedulers := pos_integer(),
+                    max_bytes := pos_integer(),
+                    drain_chunk := pos_integer()}.
+-export_type([ring/0, options/0, config/0, event/0, stats/0, limits/0]).
 
 init() ->
     erlang:load_nif(tracekit_nif:path(?MODULE), 0).
@@ -105,19 +105,28 @@ new() ->
 %% <dt>`size'</dt><dd>bytes of each producer thread's ring, a power of two
 %%   from 4096 to 1 GiB (default 1 MiB). Memory use is at most `size' times
 %%   the number of threads that produce events (the schedulers that run
-%%   traced processes).</dd>
+%%   traced processes). `new/1' allocates and touches one ring per
+%%   scheduler at once (so that no event pays for a page fault), so it
+%%   refuses a size whose rings for all schedulers would take more than
+%%   half of the machine's memory (see {@link limits/0}).</dd>
 %% <dt>`policy'</dt><dd>`drop' (default) keeps the oldest events when full
 %%   and refuses new ones; `overwrite' keeps the newest.</dd>
 %% <dt>`payload'</dt><dd>how much of messages, arguments and return values
-%%   to keep: `full' (default; a term larger than 64 KiB is cut), `none'
-%%   (replaced by the atom `...'; call arguments by their count), or
-%%   `{max_bytes, N}' (about N bytes of each; what does not fit becomes
-%%   `...', lists end in `...', binaries become `{..., Prefix, Size}').</dd>
+%%   to keep: `full' (default: every term whole, as long as the event fits
+%%   in a quarter of `size'; beyond that it is cut with the marker `...' and
+%%   counted as `truncated' by {@link stats/1}), `none' (replaced by the
+%%   atom `...'; call arguments by their count), or `{max_bytes, N}' (about
+%%   N bytes of each; what does not fit becomes `...', lists end in `...',
+%%   binaries become `{..., Prefix, Size}', funs `{..., fun, Name}' (their
+%%   environment left out) and integers larger than N bytes `...').
+%%   Whatever the mode, terms nested deeper than 200 levels are cut with
+%%   the marker.</dd>
 %% <dt>`tags'</dt><dd>the event tags to record (for example `[call,
-%%   return_from]'); others are discarded before the VM builds them.
-%%   Default: all.</dd>
+%%   return_from]'; {@link tags/0} lists them); others are discarded before
+%%   the VM builds them. Default: all.</dd>
 %% </dl>
-%% A bad or unknown option gives `{error, {badopt, Option}}'.
+%% A bad or unknown option gives `{error, {badopt, Option}}';
+%% {@link check_option/2} says what is wrong with it.
 -spec new(options()) -> {ok, ring()} | {error, {badopt, term()}}.
 new(Opts) when is_map(Opts) ->
     new(maps:to_list(Opts));
@@ -139,30 +148,66 @@ new(Opts) ->
 
 check_opts([], Acc) ->
     {ok, Acc};
-check_opts([{size, S} = O | T], Acc) ->
-    case is_integer(S) andalso S >= ?MIN_SIZE andalso S =< ?MAX_SIZE
-        andalso S band (S - 1) =:= 0 of
-        true -> check_opts(T, Acc#{size := S});
-        false -> {error, {badopt, O}}
-    end;
-check_opts([{policy, P} | T], Acc) when P =:= drop; P =:= overwrite ->
-    check_opts(T, Acc#{policy := P});
-check_opts([{payload, P} | T], Acc) when P =:= full; P =:= none ->
-    check_opts(T, Acc#{payload := P});
-check_opts([{payload, {max_bytes, N}} | T], Acc) ->
-    case is_integer(N) andalso N > 0 of
-        true -> check_opts(T, Acc#{payload := {max_bytes, N}});
-        false -> {error, {badopt, {payload, {max_bytes, N}}}}
-    end;
-check_opts([{tags, Tags} = O | T], Acc) when is_list(Tags) ->
-    case Tags =/= [] andalso lists:all(fun(Tag) -> lists:member(Tag, ?TAGS) end, Tags) of
-        true -> check_opts(T, Acc#{tags := lists:usort(Tags)});
-        false -> {error, {badopt, O}}
+check_opts([{K, V} = O | T], Acc) when is_map_key(K, Acc) ->
+    case check_option(K, V) of
+        ok when K =:= tags -> check_opts(T, Acc#{K := lists:usort(V)});
+        ok -> check_opts(T, Acc#{K := V});
+        {error, _} -> {error, {badopt, O}}
     end;
 check_opts([O | _], _) ->
     {error, {badopt, O}};
 check_opts(Improper, _) ->
     {error, {badopt, Improper}}.
+
+%% @doc Whether `Value' is a good value for the option `Key' of {@link
+%% new/1} (`size', `policy', `payload' or `tags'), and if not, why, in
+%% words for the person who chose it.
+-spec check_option(atom(), term()) -> ok | {error, string()}.
+check_option(size, S) ->
+    #{min_size := Min, max_size := Max, memory := Mem, schedulers := N} = limits(),
+    if
+        not is_integer(S) orelse S < Min orelse S > Max orelse S band (S - 1) =/= 0 ->
+            fmt("size is a power of two from ~w to ~w bytes", [Min, Max]);
+        S * N > Mem ->
+            fmt("~w bytes for each of the ~w schedulers is more than half of this "
+                "machine's memory (~w MiB in all); choose a smaller size",
+                [S, N, 2 * Mem bsr 20]);
+        true ->
+            ok
+    end;
+check_option(policy, P) when P =:= drop; P =:= overwrite ->
+    ok;
+check_option(policy, _) ->
+    {error, "policy is drop or overwrite"};
+check_option(payload, P) when P =:= full; P =:= none ->
+    ok;
+check_option(payload, {max_bytes, N}) when is_integer(N), N > 0 ->
+    #{max_bytes := Max} = limits(),
+    case N =< Max of
+        true -> ok;
+        false -> fmt("max_bytes is at most ~w", [Max])
+    end;
+check_option(payload, _) ->
+    {error, "payload is full, none or {max_bytes, N}"};
+check_option(tags, Tags) ->
+    case tag_list_ok(Tags) of
+        true -> ok;
+        false -> fmt("tags is a non-empty list of trace tags, out of ~w", [tags()])
+    end;
+check_option(Key, _) ->
+    fmt("unknown option ~tw; known: size, policy, payload, tags", [Key]).
+
+fmt(Format, Args) ->
+    {error, lists:flatten(io_lib:format(Format, Args))}.
+
+%% A proper, non-empty list of trace tags.
+tag_list_ok(L) when is_list(L), L =/= [] ->
+    Known = tags(),
+    try lists:all(fun(Tag) -> lists:member(Tag, Known) end, L)
+    catch error:_ -> false % an improper list
+    end;
+tag_list_ok(_) ->
+    false.
 
 new_nif(_Size, _Policy, _Payload, _MaxBytes, _Tags) ->
     erlang:nif_error(not_loaded).
@@ -196,8 +241,8 @@ check_config([{paused, P} | T], {_, Tags, S}) when is_boolean(P) ->
     check_config(T, {P, Tags, S});
 check_config([{tags, all} | T], {P, _, S}) ->
     check_config(T, {P, true, S});
-check_config([{tags, Tags} = O | T], {P, _, S}) when is_list(Tags) ->
-    case Tags =/= [] andalso lists:all(fun(Tag) -> lists:member(Tag, ?TAGS) end, Tags) of
+check_config([{tags, Tags} = O | T], {P, _, S}) ->
+    case tag_list_ok(Tags) of
         true -> check_config(T, {P, lists:usort(Tags), S});
         false -> {error, {badopt, O}}
     end;
@@ -225,14 +270,17 @@ drain(Ring, Max) when is_integer(Max), Max > 0 ->
 drain(_Ring, Max) ->
     erlang:error(badarg, [_Ring, Max]).
 
+%% Each drain_chunk/2 hands out at most a chunk (limits/0); the loop ends
+%% when it hands out nothing or the count is reached.
 drain_loop(Ring, Left, Acc) ->
-    Ask = min(Left, ?CHUNK),
-    Chunk = drain_chunk(Ring, Ask),
-    Got = length(Chunk),
-    Acc1 = [Chunk | Acc],
-    case Got < Ask orelse Left =:= Got of
-        true -> lists:append(lists:reverse(Acc1));
-        false -> drain_loop(Ring, Left - Got, Acc1)
+    case drain_chunk(Ring, Left) of
+        [] ->
+            lists:append(lists:reverse(Acc));
+        Chunk ->
+            case Left - length(Chunk) of
+                0 -> lists:append(lists:reverse([Chunk | Acc]));
+                Left1 -> drain_loop(Ring, Left1, [Chunk | Acc])
+            end
     end.
 
 drain_all(_Ring) ->
@@ -242,12 +290,15 @@ drain_chunk(_Ring, _Max) ->
     erlang:nif_error(not_loaded).
 
 %% @doc Counters of the ring. `written' events were recorded and
-%% `dropped' were offered but not recorded (the ring was full, or the event
-%% came from a thread without a ring of its own): their sum is every event
-%% the VM offered. `overwritten' recorded events gave way to newer ones
-%% (policy `overwrite');
+%% `dropped' were offered but not recorded (the ring was full, the event
+%% came from a thread without a ring of its own, or its tag was not a
+%% trace tag): their sum is every event the VM offered. `overwritten'
+%% recorded events gave way to newer ones (policy `overwrite');
 %% `filtered' were refused by the `tags', `paused' or `sample' settings;
-%% `drained' were handed out by drain; `buffered' wait to be drained;
+%% `truncated' were recorded with a part cut for want of room (see the
+%% `payload' option of {@link new/1}); `drained' were handed out by
+%% drain; `undecodable' could not be turned back into terms (a bug,
+%% counted rather than hidden); `buffered' wait to be drained;
 %% `bytes' were written into the rings in all; `producers' is the number
 %% of threads that have a ring. `paused', `sample' and `tags' are the
 %% current settings (see {@link set/2}).
@@ -261,6 +312,22 @@ stats(_Ring) ->
 %% already recorded can still be drained.
 -spec close(ring()) -> ok.
 close(_Ring) ->
+    erlang:nif_error(not_loaded).
+
+%% @doc What rings accept, from the library that enforces it:
+%% `min_size' and `max_size' (bytes per producer ring), `memory' (what the
+%% rings made at creation, `size' times `schedulers', may take in all:
+%% half of the machine's memory), `schedulers' (rings made at creation),
+%% `max_bytes' (the largest `{max_bytes, N}') and `drain_chunk' (events
+%% handed out per call inside {@link drain/2}).
+-spec limits() -> limits().
+limits() ->
+    erlang:nif_error(not_loaded).
+
+%% @doc Every tag a ring records: the tags the VM hands to a tracer
+%% module.
+-spec tags() -> [tag()].
+tags() ->
     erlang:nif_error(not_loaded).
 
 %% @doc The number of rings in this node whose memory is not freed yet. A

@@ -61,7 +61,17 @@ init(Caller, Ref, Req, Opts) ->
     put('$tracekit', Caller),
     CallerMon = monitor(process, Caller),
     #{ring_size := Size, payload := Payload} = Opts,
-    {ok, Ring} = tracekit_ring:new(#{size => Size, payload => Payload}),
+    case tracekit_ring:new(#{size => Size, payload => Payload}) of
+        {ok, Ring} ->
+            init(Caller, Ref, CallerMon, Ring, Req, Opts);
+        {error, {badopt, O}} ->
+            %% tracekit checked the options: only a change of the machine
+            %% since (its schedulers) can bring this.
+            Caller ! {Ref, {error, {bad_option, O, "the ring could not be made "
+                                    "with these options (see tracekit_ring:limits/0)"}}}
+    end.
+
+init(Caller, Ref, CallerMon, Ring, Req, Opts) ->
     Session = trace:session_create(tracekit, {tracekit_ring, Ring}, []),
     case setup(Session, Req, Opts) of
         ok ->

@@ -153,14 +153,14 @@ collect(Acc) ->
 %% @doc Puts seq_trace events into causal order and pairs each send with
 %% its receive. The events may come from several nodes' system tracers and
 %% in any order; only their labels, serials, senders, receivers and
-%% messages are used (c_src/core/tk_seqorder.h has the rules). Events of
+%% messages are used (c_src/lib/tk_seqorder.h has the rules). Events of
 %% different processes that the tokens do not order come by increasing
 %% serial. Raises `badarg' if an element is not a seq_trace event.
 -spec order([event()]) -> [step()].
 order(Events) when is_list(Events) ->
     Parsed = [parse(E) || E <- Events],
     {Input, _} = lists:mapfoldl(fun intern/2, {#{}, 0}, Parsed),
-    Order = tracekit_model:seq_order_events(Input),
+    Order = tracekit_nif:seq_order(Input),
     Steps = list_to_tuple(Parsed),
     Pos = maps:from_list([{I, N} || {N, {I, _}} <- enumerate(Order)]),
     [Step#{match => case M of

@@ -11,7 +11,7 @@
 -nifs([enabled/3, trace/5]).
 
 init() ->
-    erlang:load_nif(tracekit_nif:path(?MODULE), 0).
+    erlang:load_nif(tk_test_nif:path(?MODULE), 0).
 
 enabled(_Tag, _State, _Tracee) ->
     erlang:nif_error(not_loaded).

@@ -92,7 +92,7 @@ int main(void)
     tk_ring *src = malloc(sizeof *src);
     tk_merge m;
     if (src == NULL || tk_ring_init(src, 64 << 20, TK_RING_DROP) != 0 ||
-        tk_merge_init(&m, 4, 1024) != 0)
+        tk_merge_init(&m, 4) != 0)
         return 1;
     unsigned char payload[40] = {0};
     for (long i = 0; i < N; i++)

@@ -39,7 +39,7 @@ TK_TEST(merge_orders_by_stamp_and_keeps_ring_order)
 {
     tk_merge m;
     rings_init(3, 4096, TK_RING_DROP);
-    TK_REQUIRE(tk_merge_init(&m, 8, 1024) == 0);
+    TK_REQUIRE(tk_merge_init(&m, 8) == 0);
     uint64_t stamps[3][4] = {{1, 4, 7, 10}, {2, 5, 8, 11}, {3, 6, 9, 12}};
     for (int r = 0; r < 3; r++)
         for (int i = 0; i < 4; i++)
@@ -66,7 +66,7 @@ TK_TEST(merge_limit_per_ring_still_progresses)
 {
     tk_merge m;
     rings_init(2, 65536, TK_RING_DROP);
-    TK_REQUIRE(tk_merge_init(&m, 8, 1024) == 0);
+    TK_REQUIRE(tk_merge_init(&m, 8) == 0);
     for (uint64_t s = 1; s <= 200; s++)
         tk_ring_push(atomic_load(&rings[s % 2]), s, &s, 8);
     uint64_t want = 1;
@@ -133,7 +133,7 @@ TK_TEST_THREADED(merge_keeps_migrating_tracees_in_order)
     tk_clock_init();
     rings_init(PRODUCERS, 16384, TK_RING_DROP);
     static tk_merge m;
-    TK_REQUIRE(tk_merge_init(&m, 8, 1024) == 0);
+    TK_REQUIRE(tk_merge_init(&m, 8) == 0);
     per_tracee = tk_test_iters(3000, 20);
     atomic_store(&tracees_done, 0);
     for (int t = 0; t < TRACEES; t++) {

@@ -1,3 +1,4 @@
+#include "ring_pop.h"
 #include "tk_ring.h"
 #include "tk_test.h"
 
@@ -45,9 +46,9 @@ TK_TEST(ring_empty_pop)
 {
     tk_ring r;
     unsigned char buf[4096];
-    tk_ring_rec rec;
+    ring_rec rec;
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
-    TK_CHECK_EQ(tk_ring_pop(&r, tk_ring_head(&r), buf, sizeof buf, &rec), 0);
+    TK_CHECK_EQ(ring_pop(&r, tk_ring_head(&r), buf, sizeof buf, &rec), 0);
     TK_CHECK_EQ(tk_ring_used(&r), 0);
     tk_ring_destroy(&r);
 }
@@ -56,7 +57,7 @@ TK_TEST(ring_records_of_varied_size_round_trip)
 {
     tk_ring r;
     unsigned char in[1024], out[1024];
-    tk_ring_rec rec;
+    ring_rec rec;
     TK_REQUIRE(tk_ring_init(&r, 8192, TK_RING_DROP) == 0);
     /* Sizes 0..23 cover every padding case. */
     for (uint64_t n = 0; n < 24; n++) {
@@ -65,13 +66,13 @@ TK_TEST(ring_records_of_varied_size_round_trip)
         TK_REQUIRE(tk_ring_push(&r, 100 + n, in, n) == 0);
     }
     for (uint64_t n = 0; n < 24; n++) {
-        TK_REQUIRE(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
+        TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
         TK_CHECK_EQ(rec.len, n);
         TK_CHECK_EQ(rec.stamp, 100 + n);
         for (size_t i = 0; i < n; i++)
             TK_CHECK_EQ(out[i], (unsigned char)(n * 31 + i));
     }
-    TK_CHECK_EQ(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec), 0);
+    TK_CHECK_EQ(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec), 0);
     TK_CHECK_EQ(atomic_load(&r.written), 24);
     tk_ring_destroy(&r);
 }
@@ -80,7 +81,7 @@ TK_TEST(ring_wraps_around)
 {
     tk_ring r;
     unsigned char in[2048], out[2048];
-    tk_ring_rec rec;
+    ring_rec rec;
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
     size_t max = tk_ring_max_payload(&r);
     /* Many laps of the ring with records that straddle its end. */
@@ -88,7 +89,7 @@ TK_TEST(ring_wraps_around)
         size_t len = pay_len(seq, max);
         pay_fill(in, seq, len);
         TK_REQUIRE(tk_ring_push(&r, seq, in, len) == 0);
-        TK_REQUIRE(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
+        TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
         uint64_t got;
         TK_REQUIRE(pay_ok(out, rec.len, &got));
         TK_CHECK_EQ(got, seq);
@@ -102,7 +103,7 @@ TK_TEST(ring_full_drops_and_counts)
 {
     tk_ring r;
     unsigned char in[64] = {0}, out[1024];
-    tk_ring_rec rec;
+    ring_rec rec;
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
     /* 48-byte payload + 16 header = 64 bytes: 64 records fill 4096. */
     int accepted = 0;
@@ -115,7 +116,7 @@ TK_TEST(ring_full_drops_and_counts)
     tk_ring_count_drop(&r);
     TK_CHECK_EQ(atomic_load(&r.dropped), 37);
     /* The oldest are kept: record 0 comes out first. */
-    TK_REQUIRE(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
+    TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
     TK_CHECK_EQ(rec.stamp, 0);
     TK_CHECK(tk_ring_fits(&r, 48));
     TK_CHECK(!tk_ring_fits(&r, 49));
@@ -129,7 +130,7 @@ TK_TEST(ring_overwrite_keeps_newest)
 {
     tk_ring r;
     unsigned char in[64] = {0}, out[1024];
-    tk_ring_rec rec;
+    ring_rec rec;
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_OVERWRITE) == 0);
     for (int i = 0; i < 100; i++)
         TK_REQUIRE(tk_ring_push(&r, (uint64_t)i, in, 48) == 0);
@@ -138,10 +139,10 @@ TK_TEST(ring_overwrite_keeps_newest)
     TK_CHECK_EQ(atomic_load(&r.dropped), 0);
     TK_CHECK(tk_ring_fits(&r, 500));
     for (int i = 36; i < 100; i++) {
-        TK_REQUIRE(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
+        TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
         TK_CHECK_EQ(rec.stamp, (uint64_t)i);
     }
-    TK_CHECK_EQ(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec), 0);
+    TK_CHECK_EQ(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec), 0);
     tk_ring_destroy(&r);
 }
 
@@ -149,12 +150,12 @@ TK_TEST(ring_stamps_never_decrease)
 {
     tk_ring r;
     unsigned char out[64];
-    tk_ring_rec rec;
+    ring_rec rec;
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
     TK_REQUIRE(tk_ring_push(&r, 50, "a", 1) == 0);
     TK_REQUIRE(tk_ring_push(&r, 40, "b", 1) == 0);
-    TK_REQUIRE(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
-    TK_REQUIRE(tk_ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
+    TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
+    TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
     TK_CHECK_EQ(rec.stamp, 50);
     tk_ring_destroy(&r);
 }
@@ -186,7 +187,7 @@ static void spsc_run(tk_ring_policy policy)
 {
     static struct spsc s;
     unsigned char out[2048];
-    tk_ring_rec rec;
+    ring_rec rec;
     pthread_t th;
     TK_REQUIRE(tk_ring_init(&s.ring, 8192, policy) == 0);
     s.n = tk_test_iters(200000, 25);
@@ -196,7 +197,7 @@ static void spsc_run(tk_ring_policy policy)
     int first = 1, ok = 1;
     for (;;) {
         int done = atomic_load_explicit(&s.done, memory_order_acquire);
-        while (tk_ring_pop(&s.ring, tk_ring_head(&s.ring), out, sizeof out,
+        while (ring_pop(&s.ring, tk_ring_head(&s.ring), out, sizeof out,
                            &rec)) {
             uint64_t seq = 0;
             if (!pay_ok(out, rec.len, &seq) || seq != rec.stamp ||

@@ -47,16 +47,16 @@ static size_t nevents(const tk_seq_world *w)
 
 TK_TEST(seq_small_integers)
 {
-    TK_CHECK(tk_seq_is_small(TK_SEQ_SMALL_MAX));
-    TK_CHECK(tk_seq_is_small(TK_SEQ_SMALL_MIN));
-    TK_CHECK(!tk_seq_is_small(TK_SEQ_SMALL_MAX + 1));
-    TK_CHECK(!tk_seq_is_small((int64_t)1 << 60));
-    TK_CHECK_EQ(tk_seq_make_small((uint64_t)1 << 59), TK_SEQ_SMALL_MIN);
-    TK_CHECK_EQ(tk_seq_make_small((uint64_t)1 << 60), 0);
-    TK_CHECK_EQ(tk_seq_make_small(((uint64_t)1 << 63) + 31), 31);
-    TK_CHECK(tk_seq_unsigned_val(-1) == ((uint64_t)1 << 60) - 1);
-    TK_CHECK_EQ(tk_seq_raw_word(1), 31);
-    TK_CHECK_EQ(tk_seq_raw_word(2), 47);
+    TK_CHECK(tk_small_fits(TK_SMALL_MAX));
+    TK_CHECK(tk_small_fits(TK_SMALL_MIN));
+    TK_CHECK(!tk_small_fits(TK_SMALL_MAX + 1));
+    TK_CHECK(!tk_small_fits((int64_t)1 << 60));
+    TK_CHECK_EQ(tk_small_of_word((uint64_t)1 << 59), TK_SMALL_MIN);
+    TK_CHECK_EQ(tk_small_of_word((uint64_t)1 << 60), 0);
+    TK_CHECK_EQ(tk_small_of_word(((uint64_t)1 << 63) + 31), 31);
+    TK_CHECK(tk_small_unsigned(-1) == ((uint64_t)1 << 60) - 1);
+    TK_CHECK_EQ(tk_small_tagged(1), 31);
+    TK_CHECK_EQ(tk_small_tagged(2), 47);
 }
 
 /* seq_trace_SUITE token_set_get: [] -> set label returns 0 -> each flag
@@ -115,7 +115,7 @@ TK_TEST(seq_serial_range_and_new_token_lastcnt)
     TK_CHECK_EQ(tk_seq_set_serial(w, id, (int64_t)1 << 60, 0, NULL, NULL),
                 TK_SEQ_BADARG);
     TK_CHECK(!token(w, id).present);
-    TK_CHECK_EQ(tk_seq_set_serial(w, id, TK_SEQ_SMALL_MAX, TK_SEQ_SMALL_MAX,
+    TK_CHECK_EQ(tk_seq_set_serial(w, id, TK_SMALL_MAX, TK_SMALL_MAX,
                                   NULL, NULL),
                 TK_SEQ_OK);
     /* A new token takes the process's lastcnt: set serial {3,0}, clear,
@@ -141,13 +141,13 @@ TK_TEST(seq_serial_wraps)
     uint32_t ids[2];
     tk_seq_world *w = world(TK_SEQ_TRACER_ACCEPT, ids, 2);
     TK_REQUIRE(w != NULL);
-    TK_CHECK_EQ(tk_seq_set_serial(w, ids[0], TK_SEQ_SMALL_MAX,
-                                  TK_SEQ_SMALL_MAX, NULL, NULL),
+    TK_CHECK_EQ(tk_seq_set_serial(w, ids[0], TK_SMALL_MAX,
+                                  TK_SMALL_MAX, NULL, NULL),
                 TK_SEQ_OK);
     TK_CHECK_EQ(tk_seq_set_flag(w, ids[0], S, true, NULL), TK_SEQ_OK);
     uint32_t m;
     TK_CHECK_EQ(tk_seq_send(w, ids[0], ids[1], 1, &m), TK_SEQ_OK);
-    TK_CHECK(ev_is(w, 0, TK_SEQ_EV_SEND, TK_SEQ_SMALL_MAX, TK_SEQ_SMALL_MIN,
+    TK_CHECK(ev_is(w, 0, TK_SEQ_EV_SEND, TK_SMALL_MAX, TK_SMALL_MIN,
                    ids[0], ids[1], TK_SEQ_MSG_USER));
     /* From -1 the clock goes to 2^60, shown as 0; a later message with
      * serial 5 does not lower it, so the next serial shows 1. */

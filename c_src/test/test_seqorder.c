@@ -4,6 +4,7 @@
  * process's order and puts every send before its receive. */
 #include "tk_seq.h"
 #include "tk_seqorder.h"
+#include "tk_small.h"
 #include "tk_test.h"
 
 #include <stdint.h>
@@ -21,7 +22,7 @@ static uint32_t rnd(uint32_t n)
     return (uint32_t)((rng_state * 0x2545F4914F6CDD1DULL) >> 33) % n;
 }
 
-static tk_seqorder_event ev(tk_seq_ev_kind k, int64_t lc, int64_t s,
+static tk_seqorder_event ev(tk_seqorder_kind k, int64_t lc, int64_t s,
                             uint32_t from, uint32_t to, uint32_t msg)
 {
     return (tk_seqorder_event){.kind = k, .label = 1, .lastcnt = lc,
@@ -35,15 +36,15 @@ TK_TEST(seqorder_request_reply)
 {
     enum { C = 0, SV = 1, DB = 2 };
     tk_seqorder_event in[] = {
-        ev(TK_SEQ_EV_SEND, 0, 1, C, SV, 10),
-        ev(TK_SEQ_EV_RECEIVE, 0, 1, C, SV, 10),
-        ev(TK_SEQ_EV_SEND, 1, 2, SV, DB, 11),
-        ev(TK_SEQ_EV_RECEIVE, 1, 2, SV, DB, 11),
-        ev(TK_SEQ_EV_SEND, 2, 3, DB, SV, 12),
-        ev(TK_SEQ_EV_RECEIVE, 2, 3, DB, SV, 12),
-        ev(TK_SEQ_EV_SEND, 3, 4, SV, C, 13),
-        ev(TK_SEQ_EV_RECEIVE, 3, 4, SV, C, 13),
-        ev(TK_SEQ_EV_PRINT, 4, 5, C, TK_SEQ_NOBODY, 14),
+        ev(TK_SEQORDER_SEND, 0, 1, C, SV, 10),
+        ev(TK_SEQORDER_RECEIVE, 0, 1, C, SV, 10),
+        ev(TK_SEQORDER_SEND, 1, 2, SV, DB, 11),
+        ev(TK_SEQORDER_RECEIVE, 1, 2, SV, DB, 11),
+        ev(TK_SEQORDER_SEND, 2, 3, DB, SV, 12),
+        ev(TK_SEQORDER_RECEIVE, 2, 3, DB, SV, 12),
+        ev(TK_SEQORDER_SEND, 3, 4, SV, C, 13),
+        ev(TK_SEQORDER_RECEIVE, 3, 4, SV, C, 13),
+        ev(TK_SEQORDER_PRINT, 4, 5, C, TK_SEQORDER_NOBODY, 14),
     };
     enum { N = sizeof in / sizeof in[0] };
     tk_seqorder_event rev[N];
@@ -67,10 +68,10 @@ TK_TEST(seqorder_old_message)
 {
     enum { P = 0, Q = 1, X = 2 };
     tk_seqorder_event in[] = {
-        ev(TK_SEQ_EV_SEND, 0, 3, Q, P, 20),     /* Q sends early      */
-        ev(TK_SEQ_EV_SEND, 0, 10, P, X, 21),    /* P sends serial 10  */
-        ev(TK_SEQ_EV_RECEIVE, 0, 3, Q, P, 20),  /* P receives it late */
-        ev(TK_SEQ_EV_SEND, 3, 11, P, X, 22),    /* P's next send      */
+        ev(TK_SEQORDER_SEND, 0, 3, Q, P, 20),     /* Q sends early      */
+        ev(TK_SEQORDER_SEND, 0, 10, P, X, 21),    /* P sends serial 10  */
+        ev(TK_SEQORDER_RECEIVE, 0, 3, Q, P, 20),  /* P receives it late */
+        ev(TK_SEQORDER_SEND, 3, 11, P, X, 22),    /* P's next send      */
     };
     size_t order[4];
     long match[4];
@@ -88,11 +89,11 @@ TK_TEST(seqorder_spawn_reply_quirk)
 {
     enum { PA = 0, CH = 1, X = 2 };
     tk_seqorder_event in[] = {
-        ev(TK_SEQ_EV_SEND, 47, 48, PA, X, 33),
-        ev(TK_SEQ_EV_RECEIVE, 1, 2, CH, PA, 32),
-        ev(TK_SEQ_EV_SEND, 1, 2, CH, PA, 32),
-        ev(TK_SEQ_EV_RECEIVE, 0, 1, PA, CH, 31),
-        ev(TK_SEQ_EV_SEND, 0, 1, PA, CH, 31),
+        ev(TK_SEQORDER_SEND, 47, 48, PA, X, 33),
+        ev(TK_SEQORDER_RECEIVE, 1, 2, CH, PA, 32),
+        ev(TK_SEQORDER_SEND, 1, 2, CH, PA, 32),
+        ev(TK_SEQORDER_RECEIVE, 0, 1, PA, CH, 31),
+        ev(TK_SEQORDER_SEND, 0, 1, PA, CH, 31),
     };
     in[1].spawn_reply = true;
     size_t order[5];
@@ -132,13 +133,20 @@ static bool fresh_lastcnt(hist *h, int i, int64_t v)
 {
     uint64_t clock, lastcnt;
     (void)tk_seq_counters(h->w, h->procs[i], &clock, &lastcnt);
-    if (tk_seq_make_small(lastcnt) == v || h->nseen[i] == 64)
+    if (tk_small_of_word(lastcnt) == v || h->nseen[i] == 64)
         return false;
     for (int k = 0; k < h->nseen[i]; k++)
         if (h->seen[i][k] == v)
             return false;
     h->seen[i][h->nseen[i]++] = v;
     return true;
+}
+
+static tk_seqorder_kind seqorder_kind(tk_seq_ev_kind k)
+{
+    return k == TK_SEQ_EV_SEND      ? TK_SEQORDER_SEND
+           : k == TK_SEQ_EV_RECEIVE ? TK_SEQORDER_RECEIVE
+                                    : TK_SEQORDER_PRINT;
 }
 
 static uint32_t owner_of(const tk_seq_event *e)
@@ -198,13 +206,13 @@ static void random_step(hist *h)
          * one more (see tk_seq_spawn). */
         uint64_t clock, lastcnt;
         (void)tk_seq_counters(h->w, p, &clock, &lastcnt);
-        int64_t reply = tk_seq_make_small(clock + 2);
-        if (!fresh_lastcnt(h, i, tk_seq_make_small(tk_seq_raw_word(reply))))
+        int64_t reply = tk_small_of_word(clock + 2);
+        if (!fresh_lastcnt(h, i, tk_small_of_word(tk_small_tagged(reply))))
             break;
         uint32_t c;
         if (tk_seq_spawn(h->w, p, false, &c) == TK_SEQ_OK) {
             /* The child received the request. */
-            h->seen[h->nprocs][0] = tk_seq_make_small(clock + 1);
+            h->seen[h->nprocs][0] = tk_small_of_word(clock + 1);
             h->nseen[h->nprocs] = 1;
             h->procs[h->nprocs] = c;
             h->needs_advance[h->nprocs++] = false;
@@ -258,7 +266,7 @@ TK_TEST(seqorder_random_histories)
             /* Message identity: its kind and content (unique here). */
             uint32_t msg = (uint32_t)(x->content * 8 + x->msg_kind);
             in[i] = (tk_seqorder_event){
-                x->kind, x->label, x->lastcnt, x->serial, x->from, x->to, msg,
+                seqorder_kind(x->kind), x->label, x->lastcnt, x->serial, x->from, x->to, msg,
                 x->kind == TK_SEQ_EV_RECEIVE &&
                     x->msg_kind == TK_SEQ_MSG_SPAWN_REPLY};
         }

@@ -2,22 +2,24 @@
  *
  * The tracer state is a counter resource. Every event is counted by its tag
  * in per-thread rows (tk_tally): no lock, no allocation, no shared cache
- * line on the event path. After close/1 the tracer removes itself: enabled/3
- * answers `remove` to trace_status and `discard` to everything else, and a
- * state that is not a counter is treated the same way.
+ * line on the event path. Only trace tags are counted (tk_tags.h): a term
+ * that is not one is ignored, so nothing anyone passes to trace/5 can
+ * change what the counters mean. After close/1 the tracer removes itself:
+ * enabled/3 answers `remove` to trace_status and `discard` to everything
+ * else, and a state that is not a counter is treated the same way.
  */
 #include <erl_nif.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
-#include "tk_keymap.h"
+#include "tk_codec.h"
 #include "tk_mem.h"
 #include "tk_tally.h"
 #include "tk_thread.h"
 
-#if TK_TALLY_SLOTS != TK_THREAD_SLOTS || TK_TALLY_KEYS != TK_KEYMAP_CAP
-#error "tally rows must match the thread registry and the tag map"
+#if TK_TALLY_SLOTS != TK_THREAD_SLOTS || TK_TALLY_KEYS < TK_TAG_COUNT
+#error "tally rows must match the thread registry and the tag table"
 #endif
 
 typedef struct {
@@ -25,11 +27,13 @@ typedef struct {
     atomic_bool closed;
 } counter;
 
-static ErlNifResourceType *counter_type;
-/* Tag atom -> counter index, shared by all counters of this library. */
-static tk_keymap tags;
-
-static ERL_NIF_TERM am_ok, am_trace, am_discard, am_remove, am_trace_status;
+/* The library's private data. */
+typedef struct {
+    ErlNifResourceType *counter_type;
+    tk_codec codec;
+    ERL_NIF_TERM am_ok, am_trace, am_discard, am_remove, am_trace_status,
+        am_enomem;
+} count_lib;
 
 static void counter_dtor(ErlNifEnv *env, void *obj)
 {
@@ -37,69 +41,92 @@ static void counter_dtor(ErlNifEnv *env, void *obj)
     tk_tally_destroy(&((counter *)obj)->tally);
 }
 
-static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
+static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags)
 {
-    (void)priv;
-    (void)info;
-    counter_type = enif_open_resource_type(env, NULL, "tracekit_count",
-                                           counter_dtor, ERL_NIF_RT_CREATE,
-                                           NULL);
-    if (counter_type == NULL)
+    count_lib *lib = enif_alloc(sizeof *lib);
+    if (lib == NULL)
         return -1;
-    /* Core memory (rings, counter rows) is VM memory: it shows in
-     * erlang:memory(). */
+    lib->counter_type = enif_open_resource_type(env, NULL, "tracekit_count",
+                                                counter_dtor, flags, NULL);
+    if (lib->counter_type == NULL || tk_codec_init(&lib->codec, env) != 0) {
+        enif_free(lib);
+        return -1;
+    }
+    /* The library's memory is VM memory: it shows in erlang:memory(). */
     tk_mem_alloc = enif_alloc;
     tk_mem_free = enif_free;
-    tk_keymap_init(&tags);
-    am_ok = enif_make_atom(env, "ok");
-    am_trace = enif_make_atom(env, "trace");
-    am_discard = enif_make_atom(env, "discard");
-    am_remove = enif_make_atom(env, "remove");
-    am_trace_status = enif_make_atom(env, "trace_status");
+    lib->am_ok = enif_make_atom(env, "ok");
+    lib->am_trace = enif_make_atom(env, "trace");
+    lib->am_discard = enif_make_atom(env, "discard");
+    lib->am_remove = enif_make_atom(env, "remove");
+    lib->am_trace_status = enif_make_atom(env, "trace_status");
+    lib->am_enomem = enif_make_atom(env, "enomem");
+    *priv = lib;
     return 0;
 }
 
+static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
+{
+    (void)info;
+    return open_lib(env, priv, ERL_NIF_RT_CREATE);
+}
+
+static int upgrade(ErlNifEnv *env, void **priv, void **old_priv,
+                   ERL_NIF_TERM info)
+{
+    (void)old_priv;
+    (void)info;
+    return open_lib(env, priv, ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER);
+}
+
+static void unload(ErlNifEnv *env, void *priv)
+{
+    (void)env;
+    enif_free(priv);
+}
+
 /* The counter behind a term, or NULL. */
-static counter *get_counter(ErlNifEnv *env, ERL_NIF_TERM t)
+static counter *get_counter(const count_lib *lib, ErlNifEnv *env,
+                            ERL_NIF_TERM t)
 {
     counter *c;
-    return enif_get_resource(env, t, counter_type, (void **)&c) ? c : NULL;
+    return enif_get_resource(env, t, lib->counter_type, (void **)&c) ? c : NULL;
 }
 
 static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     (void)argv;
-    counter *c = enif_alloc_resource(counter_type, sizeof *c);
+    const count_lib *lib = enif_priv_data(env);
+    counter *c = enif_alloc_resource(lib->counter_type, sizeof *c);
     if (c == NULL)
-        return enif_raise_exception(env, enif_make_atom(env, "enomem"));
+        return enif_raise_exception(env, lib->am_enomem);
     atomic_init(&c->closed, false);
     if (tk_tally_init(&c->tally) != 0) {
         /* The destructor frees whatever init allocated. */
         enif_release_resource(c);
-        return enif_raise_exception(env, enif_make_atom(env, "enomem"));
+        return enif_raise_exception(env, lib->am_enomem);
     }
     ERL_NIF_TERM t = enif_make_resource(env, c);
     enif_release_resource(c);
-    return enif_make_tuple2(env, am_ok, t);
+    return enif_make_tuple2(env, lib->am_ok, t);
 }
 
 static ERL_NIF_TERM read_nif(ErlNifEnv *env, int argc,
                              const ERL_NIF_TERM argv[])
 {
     (void)argc;
-    counter *c = get_counter(env, argv[0]);
+    const count_lib *lib = enif_priv_data(env);
+    counter *c = get_counter(lib, env, argv[0]);
     if (c == NULL)
         return enif_make_badarg(env);
     uint64_t n[TK_TALLY_KEYS];
     tk_tally_read(&c->tally, n);
     ERL_NIF_TERM map = enif_make_new_map(env);
-    for (int k = 0; k < TK_TALLY_KEYS; k++) {
-        uint64_t tag = tk_keymap_key(&tags, k);
-        if (tag != 0 && n[k] != 0)
-            enif_make_map_put(env, map, (ERL_NIF_TERM)tag,
+    for (unsigned k = 0; k < TK_TAG_COUNT; k++)
+        if (n[k] != 0)
+            enif_make_map_put(env, map, lib->codec.tag[k],
                               enif_make_uint64(env, n[k]), &map);
-    }
     return map;
 }
 
@@ -107,22 +134,24 @@ static ERL_NIF_TERM reset_nif(ErlNifEnv *env, int argc,
                               const ERL_NIF_TERM argv[])
 {
     (void)argc;
-    counter *c = get_counter(env, argv[0]);
+    const count_lib *lib = enif_priv_data(env);
+    counter *c = get_counter(lib, env, argv[0]);
     if (c == NULL)
         return enif_make_badarg(env);
     tk_tally_reset(&c->tally);
-    return am_ok;
+    return lib->am_ok;
 }
 
 static ERL_NIF_TERM close_nif(ErlNifEnv *env, int argc,
                               const ERL_NIF_TERM argv[])
 {
     (void)argc;
-    counter *c = get_counter(env, argv[0]);
+    const count_lib *lib = enif_priv_data(env);
+    counter *c = get_counter(lib, env, argv[0]);
     if (c == NULL)
         return enif_make_badarg(env);
     atomic_store_explicit(&c->closed, true, memory_order_release);
-    return am_ok;
+    return lib->am_ok;
 }
 
 /* enabled(Tag, State, Tracee) */
@@ -130,11 +159,11 @@ static ERL_NIF_TERM enabled_nif(ErlNifEnv *env, int argc,
                                 const ERL_NIF_TERM argv[])
 {
     (void)argc;
-    counter *c = get_counter(env, argv[1]);
+    const count_lib *lib = enif_priv_data(env);
+    counter *c = get_counter(lib, env, argv[1]);
     if (c == NULL || atomic_load_explicit(&c->closed, memory_order_acquire))
-        return enif_is_identical(argv[0], am_trace_status) ? am_remove
-                                                           : am_discard;
-    return am_trace;
+        return argv[0] == lib->am_trace_status ? lib->am_remove : lib->am_discard;
+    return lib->am_trace;
 }
 
 /* trace(Tag, State, Tracee, TraceTerm, Opts) */
@@ -142,16 +171,14 @@ static ERL_NIF_TERM trace_nif(ErlNifEnv *env, int argc,
                               const ERL_NIF_TERM argv[])
 {
     (void)argc;
-    counter *c = get_counter(env, argv[1]);
-    if (c == NULL || atomic_load_explicit(&c->closed, memory_order_relaxed) ||
-        !enif_is_atom(env, argv[0]))
-        return am_ok;
-    /* Atoms are never garbage collected: the tag's term word is a stable
-     * key, valid in every environment. */
-    int key = tk_keymap_index(&tags, (uint64_t)argv[0]);
-    if (key >= 0)
-        tk_tally_add(&c->tally, tk_thread_slot(), (unsigned)key);
-    return am_ok;
+    const count_lib *lib = enif_priv_data(env);
+    counter *c = get_counter(lib, env, argv[1]);
+    if (c == NULL || atomic_load_explicit(&c->closed, memory_order_relaxed))
+        return lib->am_ok;
+    int tag = tk_codec_tag(&lib->codec, argv[0]);
+    if (tag >= 0)
+        tk_tally_add(&c->tally, tk_thread_slot(), (unsigned)tag);
+    return lib->am_ok;
 }
 
 static ErlNifFunc funcs[] = {
@@ -163,4 +190,4 @@ static ErlNifFunc funcs[] = {
     {"trace", 5, trace_nif, 0},
 };
 
-ERL_NIF_INIT(tracekit_count, funcs, load, NULL, NULL, NULL)
+ERL_NIF_INIT(tracekit_count, funcs, load, NULL, upgrade, unload)

@@ -5,8 +5,13 @@
  * term, so everything that can be decided without the term is decided
  * here: a closed or foreign state, the tag filter, and (drop policy) a full
  * ring. trace*(Tag, Ring, Tracee, Term, Opts) then encodes the event into
- * the calling thread's own ring. Neither locks nor allocates, except once
- * per thread and ring (that thread's ring and encoding buffer).
+ * the calling thread's own ring. Neither takes a lock. Memory is allocated
+ * once per thread and ring (that thread's ring, its encoding buffer), when
+ * an event is larger than the thread's buffer (which then grows), and by
+ * enif_term_to_binary for the terms the NIF API cannot take apart.
+ *
+ * Anyone may call these functions with any terms: the state must be a
+ * ring, the tag a trace tag, and every term is copied within bounds.
  *
  * Every event class has its own pair of callbacks so that the VM never
  * falls back to a generic dispatch; they share one implementation.
@@ -16,38 +21,36 @@
 #include "ring.h"
 #include "tk_clock.h"
 
-static inline ring_res *ring_of(ErlNifEnv *env, ERL_NIF_TERM state)
-{
-    ring_res *r;
-    if (!enif_get_resource(env, state, ring_type, (void **)&r))
-        return NULL;
-    return r;
-}
-
 #if TK_PUB_SLOTS != TK_THREAD_SLOTS
 #error "configuration readers use the thread registry's slots"
 #endif
 
-/* Whether the configuration lets events with this tag through. */
-static inline bool cfg_wants(const ring_cfg *c, ERL_NIF_TERM tag)
+/* The ring of a callback's state, if this library may produce into it: a
+ * ring numbered by another library's thread registry (one loaded from
+ * another file before an upgrade) is not. */
+static inline ring_res *ring_of(const ring_lib *lib, ErlNifEnv *env,
+                                ERL_NIF_TERM state)
 {
-    if (c->paused)
-        return false;
-    if (c->all_tags)
-        return true;
-    /* The filter names known tags only: other tags are refused. */
-    int idx = tk_keymap_find(&tag_index, (uint64_t)tag);
-    return idx >= 0 && ((c->tags[idx >> 6] >> (idx & 63)) & 1);
+    ring_res *r = ring_get(lib, env, state);
+    return r != NULL && r->registry == tk_thread_registry() ? r : NULL;
+}
+
+/* Whether the configuration lets events with this tag through. */
+static inline bool cfg_wants(const ring_cfg *c, int tag)
+{
+    return !c->paused && ((c->tags >> tag) & 1);
 }
 
 static inline void count_filtered(ring_res *r, unsigned slot)
 {
-    if (slot < TK_THREAD_SHARED) {
-        /* Single writer: load + store. */
-        _Atomic uint64_t *c = &r->slots[slot].filtered;
-        atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
-                              memory_order_relaxed);
-    }
+    if (slot < TK_THREAD_SHARED)
+        tk_stat_add(&r->slots[slot].filtered, 1);
+}
+
+static inline void count_truncated(ring_res *r, unsigned slot)
+{
+    if (slot < TK_THREAD_SHARED)
+        tk_stat_add(&r->slots[slot].truncated, 1);
 }
 
 static inline void count_lost(ring_res *r)
@@ -91,15 +94,19 @@ static ERL_NIF_TERM enabled_any(ErlNifEnv *env, int argc,
                                 const ERL_NIF_TERM argv[])
 {
     (void)argc;
-    ERL_NIF_TERM tag = argv[0];
-    ring_res *r = ring_of(env, argv[1]);
+    const ring_lib *lib = enif_priv_data(env);
+    ring_res *r = ring_of(lib, env, argv[1]);
     /* A closed ring, or a state that is not a ring: the tracer removes
      * itself (trace_status) and drops everything else. */
     if (r == NULL || atomic_load_explicit(&r->closed, memory_order_acquire))
-        return tag == am_trace_status ? am_remove : am_discard;
-    if (tag == am_trace_status)
-        return am_trace;
-
+        return argv[0] == lib->am_trace_status ? lib->am_remove : lib->am_discard;
+    if (argv[0] == lib->am_trace_status)
+        return lib->am_trace;
+    int tag = tk_codec_tag(&lib->codec, argv[0]);
+    if (tag < 0) { /* not a trace tag: nothing a record could hold */
+        count_lost(r);
+        return lib->am_discard;
+    }
     unsigned slot = tk_thread_slot();
     /* The configuration may change at any time (set/2): read it in a
      * section, which set/2 waits for before it returns. */
@@ -109,58 +116,115 @@ static ERL_NIF_TERM enabled_any(ErlNifEnv *env, int argc,
     tk_pub_read_end(&r->cfg, slot);
     if (!wanted) {
         count_filtered(r, slot);
-        return am_discard;
+        return lib->am_discard;
     }
     /* Sampling: every Nth event of this thread goes through. */
     if (sample > 1 && slot < TK_THREAD_SHARED &&
         ++r->slots[slot].tick % sample != 0) {
         count_filtered(r, slot);
-        return am_discard;
+        return lib->am_discard;
     }
     if (r->policy == TK_RING_DROP) {
         tk_ring *ring = own_ring(r, slot);
         if (ring == NULL) {
             count_lost(r);
-            return am_discard;
+            return lib->am_discard;
         }
         /* Full: drop here, before the VM builds the term. */
         if (!tk_ring_fits(ring, r->reserve)) {
             tk_ring_count_drop(ring);
-            return am_discard;
+            return lib->am_discard;
         }
     }
-    return am_trace;
+    return lib->am_trace;
 }
 
-static inline unsigned ts_kind_of(ERL_NIF_TERM v)
+/* The timestamp kind the VM asks for, by its atom. */
+static inline unsigned ts_kind_of(const tk_codec *c, ERL_NIF_TERM v)
 {
-    if (v == am_strict_monotonic)
-        return TS_STRICT;
-    if (v == am_monotonic)
-        return TS_MONO;
-    if (v == am_timestamp)
-        return TS_NOW;
-    if (v == am_cpu_timestamp)
-        return TS_CPU;
-    return TS_NONE;
+    if (v == c->am_strict_monotonic)
+        return TK_TS_STRICT;
+    if (v == c->am_monotonic)
+        return TK_TS_MONO;
+    if (v == c->am_timestamp)
+        return TK_TS_NOW;
+    if (v == c->am_cpu_timestamp)
+        return TK_TS_CPU;
+    return TK_TS_NONE;
 }
 
 /* The timestamp the process tracer would have made, in the same shape. */
 static ERL_NIF_TERM make_ts(ErlNifEnv *env, unsigned kind)
 {
     switch (kind) {
-    case TS_MONO:
+    case TK_TS_MONO:
         return enif_make_int64(env, enif_monotonic_time(ERL_NIF_NSEC));
-    case TS_STRICT: {
+    case TK_TS_STRICT: {
         ErlNifTime mono = enif_monotonic_time(ERL_NIF_NSEC);
         return enif_make_tuple2(
             env, enif_make_int64(env, mono),
             enif_make_unique_integer(env, ERL_NIF_UNIQUE_MONOTONIC));
     }
-    case TS_NOW:
+    case TK_TS_NOW:
         return enif_now_time(env);
     default:
         return enif_cpu_time(env);
+    }
+}
+
+/* Opts holds at most extra, match_spec_result, scheduler_id and
+ * timestamp; look up only while keys remain. */
+static void read_opts(const ring_lib *lib, ErlNifEnv *env, ERL_NIF_TERM opts,
+                      tk_event_in *ev)
+{
+    size_t n = 0;
+    ERL_NIF_TERM v;
+    if (!enif_get_map_size(env, opts, &n) || n == 0)
+        return;
+    if (enif_get_map_value(env, opts, lib->am_extra, &ev->extra))
+        n--;
+    if (n > 0 && enif_get_map_value(env, opts, lib->am_match_spec_result, &ev->msr))
+        n--;
+    if (n > 0 && enif_get_map_value(env, opts, lib->am_scheduler_id, &ev->sched))
+        n--;
+    if (n > 0 && enif_get_map_value(env, opts, lib->am_timestamp, &v)) {
+        ev->ts_kind = ts_kind_of(&lib->codec, v);
+        if (ev->ts_kind != TK_TS_NONE)
+            ev->ts = make_ts(env, ev->ts_kind);
+    }
+}
+
+/* Encodes the event into the thread's buffer and pushes it. A record may
+ * take up to the ring's record limit: when the buffer is smaller and the
+ * event was cut for want of room, the buffer grows and the event is
+ * encoded again. */
+static void record(ring_lib *lib, ErlNifEnv *env, ring_res *r, tk_ring *ring,
+                   unsigned slot, uint64_t stamp, const tk_event_in *ev)
+{
+    size_t limit = tk_ring_max_payload(ring), cap;
+    unsigned char *buf = tk_scratch_get(&lib->scratch, slot, 0, &cap);
+    if (buf == NULL) {
+        count_lost(r);
+        return;
+    }
+    for (;;) {
+        bool short_of_room;
+        size_t room = cap < limit ? cap : limit;
+        size_t len = tk_enc_event(env, &lib->codec, &r->payload, ev, buf, room,
+                                  &short_of_room);
+        if (short_of_room && room < limit) {
+            size_t want = 2 * cap < limit ? 2 * cap : limit, got;
+            unsigned char *bigger = tk_scratch_get(&lib->scratch, slot, want, &got);
+            if (bigger != NULL && got > cap) {
+                buf = bigger;
+                cap = got;
+                continue;
+            }
+        }
+        if (short_of_room)
+            count_truncated(r, slot);
+        (void)tk_ring_push(ring, stamp, buf, len);
+        return;
     }
 }
 
@@ -169,77 +233,38 @@ static ERL_NIF_TERM trace_any(ErlNifEnv *env, int argc,
 {
     (void)argc;
     uint64_t stamp = tk_clock_stamp();
-    ERL_NIF_TERM tag = argv[0], opts = argv[4];
-    ring_res *r = ring_of(env, argv[1]);
+    ring_lib *lib = enif_priv_data(env);
+    ring_res *r = ring_of(lib, env, argv[1]);
     if (r == NULL || atomic_load_explicit(&r->closed, memory_order_relaxed))
-        return am_ok;
+        return lib->am_ok;
+    int tag = tk_codec_tag(&lib->codec, argv[0]);
+    if (tag < 0) { /* not a trace tag: nothing a record could hold */
+        count_lost(r);
+        return lib->am_ok;
+    }
     unsigned slot = tk_thread_slot();
     /* Checked again here: enabled_* may have answered before a set/2 that
-     * has since returned. (Sampling was decided there.) */
+     * has since returned. (Sampling was decided there.) The section lasts
+     * until the record is pushed, so that set/2, which waits for it, keeps
+     * its promise: no event refused by the new settings is recorded once
+     * it has returned. */
     const ring_cfg *c = tk_pub_read_begin(&r->cfg, slot);
-    bool wanted = cfg_wants(c, tag);
-    tk_pub_read_end(&r->cfg, slot);
-    if (!wanted) {
+    if (!cfg_wants(c, tag)) {
+        tk_pub_read_end(&r->cfg, slot);
         count_filtered(r, slot);
-        return am_ok;
+        return lib->am_ok;
     }
     tk_ring *ring = own_ring(r, slot);
-    unsigned char *buf = ring != NULL ? scratch_buffer(slot) : NULL;
-    if (buf == NULL) {
+    if (ring == NULL) {
         count_lost(r);
-        return am_ok;
+    } else {
+        tk_event_in ev = {.tag = (unsigned)tag, .tracee = argv[2],
+                          .msg = argv[3]};
+        read_opts(lib, env, argv[4], &ev);
+        record(lib, env, r, ring, slot, stamp, &ev);
     }
-
-    /* Opts holds at most extra, match_spec_result, scheduler_id and
-     * timestamp; look up only while keys remain. */
-    ERL_NIF_TERM extra = 0, msr = 0, sched = 0, tsv = 0;
-    unsigned flags = 0, ts_kind = TS_NONE;
-    size_t nopts = 0;
-    if (enif_get_map_size(env, opts, &nopts) && nopts > 0) {
-        if (enif_get_map_value(env, opts, am_extra, &extra))
-            flags |= REC_EXTRA, nopts--;
-        if (nopts > 0 &&
-            enif_get_map_value(env, opts, am_match_spec_result, &msr))
-            flags |= REC_MSR, nopts--;
-        if (nopts > 0 && enif_get_map_value(env, opts, am_scheduler_id, &sched))
-            flags |= REC_SCHED, nopts--;
-        if (nopts > 0 && enif_get_map_value(env, opts, am_timestamp, &tsv))
-            ts_kind = ts_kind_of(tsv);
-    }
-
-    payload_part part = PART_NONE;
-    if (r->payload != PAYLOAD_FULL) {
-        int idx = tk_keymap_find(&tag_index, (uint64_t)tag);
-        if (idx >= 0)
-            part = (payload_part)tag_part[idx];
-    }
-    size_t cap = tk_ring_max_payload(ring);
-    enc_buf b = {buf, buf + (cap < SCRATCH_SIZE ? cap : SCRATCH_SIZE)};
-    unsigned char *end = b.end;
-
-    enc_u8(&b, flags | ts_kind << 4);
-    enc_word(&b, (uint64_t)tag);
-    enc_pid_or_term(env, &b, argv[2]); /* tracee, or seq_trace's label */
-    if (ts_kind != TS_NONE)
-        enc_term(env, &b, make_ts(env, ts_kind));
-    if (flags & REC_SCHED)
-        enc_term(env, &b, sched);
-    if (flags & REC_MSR)
-        enc_term(env, &b, msr);
-    if (flags & REC_EXTRA) {
-        /* The extra term may take half of what is left; the trace term
-         * gets the rest. */
-        b.end = b.p + (size_t)(end - b.p) / 2;
-        if (part == PART_MSG || r->payload == PAYLOAD_FULL)
-            enc_pid_or_term(env, &b, extra); /* often a receiver's pid */
-        else
-            enc_payload(env, &b, r, part, true, extra);
-        b.end = end;
-    }
-    enc_payload(env, &b, r, part, false, argv[3]);
-
-    (void)tk_ring_push(ring, stamp, buf, (size_t)(b.p - buf));
-    return am_ok;
+    tk_pub_read_end(&r->cfg, slot);
+    return lib->am_ok;
 }
 
 /* The callbacks, one per event class, as the VM looks them up. */
@@ -255,12 +280,4 @@ static ERL_NIF_TERM trace_any(ErlNifEnv *env, int argc,
         return trace_any(env, argc, argv);                                  \
     }
 
-TRACER_PAIR(generic)
-TRACER_PAIR(send)
-TRACER_PAIR(receive)
-TRACER_PAIR(call)
-TRACER_PAIR(procs)
-TRACER_PAIR(ports)
-TRACER_PAIR(running_procs)
-TRACER_PAIR(running_ports)
-TRACER_PAIR(garbage_collection)
+TRACER_CLASSES(TRACER_PAIR)

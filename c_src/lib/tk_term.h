@@ -1,0 +1,220 @@
+/* tk_term.h: the byte format of trace events inside ring records, and a
+ * reader for it that needs no VM.
+ *
+ * An event record (the payload of a ring record) is:
+ *
+ *   u8   flags: TK_EV_EXTRA | TK_EV_MSR | TK_EV_SCHED, timestamp kind << 4
+ *   u8   tag: the index of the event's tag in tk_tags (tk_tags.h)
+ *   then one encoded term per field present, in this order:
+ *        tracee           (seq_trace: the label)
+ *        timestamp        if the kind is not TK_TS_NONE: the term the
+ *                         process tracer would show ({Mega, Sec, Micro},
+ *                         an integer, or {Mono, Unique})
+ *        scheduler id     if TK_EV_SCHED: an integer term
+ *        match-spec result if TK_EV_MSR
+ *        extra            if TK_EV_EXTRA
+ *        trace term       (seq_trace: the info tuple)
+ *
+ * tk_event_field_present() is the one statement of that order: the
+ * encoder writes and tk_event_parse() reads the fields by walking it.
+ *
+ * A term is one tag byte, then:
+ *   TK_T_NIL                     []
+ *   TK_T_IMM     word            an immediate (atom, small integer, local
+ *                                pid or port) as the VM's own term word:
+ *                                valid in every environment of that VM
+ *   TK_T_INT     int64
+ *   TK_T_FLOAT   double
+ *   TK_T_BIN     u32 n, n bytes
+ *   TK_T_BINCUT  u32 n, u64 total, n bytes: a binary cut to its first n
+ *                                bytes (decodes to {'...', Prefix, Total})
+ *   TK_T_LIST    u32 n, n terms, the tail term
+ *   TK_T_TUPLE   u32 n, n terms
+ *   TK_T_MAP     u32 n, n key terms and value terms, alternating
+ *   TK_T_EXT     u32 n, n bytes of external term format (references,
+ *                                funs, bignums, remote pids and ports)
+ *   TK_T_FUN     u32 n, n bytes: a fun kept by name only, its
+ *                                environment left out (decodes to
+ *                                {'...', fun, Name})
+ *   TK_T_CUT                     the marker '...': what did not fit
+ * Numbers are in native byte order and unaligned.
+ *
+ * Nesting. A list, tuple or map may only be opened at a depth where
+ * tk_term_may_nest() holds (the terms of an event record are at depth 0,
+ * the elements of a container one deeper). The encoder writes the marker
+ * in place of a deeper container; the reader refuses one. So every
+ * decoder's recursion is bounded, and everything the encoder writes
+ * decodes.
+ */
+#ifndef TK_TERM_H
+#define TK_TERM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    TK_T_NIL = 0,
+    TK_T_IMM,
+    TK_T_INT,
+    TK_T_FLOAT,
+    TK_T_BIN,
+    TK_T_BINCUT,
+    TK_T_LIST,
+    TK_T_TUPLE,
+    TK_T_MAP,
+    TK_T_EXT,
+    TK_T_FUN,
+    TK_T_CUT,
+    TK_T_LAST = TK_T_CUT
+};
+
+/* Deepest nesting of containers in an event's term. */
+#define TK_TERM_MAX_DEPTH 200
+
+/* Whether a container may be opened at `depth`. */
+static inline bool tk_term_may_nest(unsigned depth)
+{
+    return depth < TK_TERM_MAX_DEPTH;
+}
+
+/* ---- event records ----------------------------------------------------- */
+
+#define TK_EV_EXTRA 1u
+#define TK_EV_MSR 2u
+#define TK_EV_SCHED 4u
+enum { TK_TS_NONE = 0, TK_TS_NOW, TK_TS_CPU, TK_TS_MONO, TK_TS_STRICT, TK_TS_LAST = TK_TS_STRICT };
+
+/* Bytes before the first term: flags and tag. */
+#define TK_EVENT_HEAD 2u
+
+typedef enum {
+    TK_F_TRACEE = 0,
+    TK_F_TS,
+    TK_F_SCHED,
+    TK_F_MSR,
+    TK_F_EXTRA,
+    TK_F_MSG,
+    TK_F_COUNT
+} tk_event_field;
+
+/* Whether field f is in a record with these flags and timestamp kind. */
+static inline bool tk_event_field_present(tk_event_field f, unsigned flags,
+                                          unsigned ts_kind)
+{
+    switch (f) {
+    case TK_F_TS:
+        return ts_kind != TK_TS_NONE;
+    case TK_F_SCHED:
+        return (flags & TK_EV_SCHED) != 0;
+    case TK_F_MSR:
+        return (flags & TK_EV_MSR) != 0;
+    case TK_F_EXTRA:
+        return (flags & TK_EV_EXTRA) != 0;
+    default:
+        return true;
+    }
+}
+
+typedef struct {
+    const unsigned char *p;
+    size_t len; /* 0: the field is absent */
+} tk_span;
+
+typedef struct {
+    unsigned flags;   /* TK_EV_* */
+    unsigned ts_kind; /* TK_TS_* */
+    unsigned tag;     /* index in tk_tags */
+    tk_span field[TK_F_COUNT];
+} tk_event;
+
+/* Splits an event record into its fields and checks every term (shape,
+ * lengths, nesting) without a VM. 0, or -1 if the record is malformed. */
+int tk_event_parse(const void *rec, size_t len, tk_event *ev);
+
+/* ---- reading terms ------------------------------------------------------ */
+
+typedef struct {
+    const unsigned char *p, *end;
+} tk_rbuf;
+
+static inline bool tk_get_bytes(tk_rbuf *r, void *out, size_t n)
+{
+    if ((size_t)(r->end - r->p) < n)
+        return false;
+    memcpy(out, r->p, n);
+    r->p += n;
+    return true;
+}
+
+static inline bool tk_get_u8(tk_rbuf *r, unsigned *v)
+{
+    unsigned char b;
+    if (!tk_get_bytes(r, &b, 1))
+        return false;
+    *v = b;
+    return true;
+}
+
+static inline bool tk_get_u32(tk_rbuf *r, uint32_t *v)
+{
+    return tk_get_bytes(r, v, 4);
+}
+
+static inline bool tk_get_word(tk_rbuf *r, uint64_t *v)
+{
+    return tk_get_bytes(r, v, 8);
+}
+
+/* Whether n more elements (each at least one byte) can follow. */
+static inline bool tk_count_ok(const tk_rbuf *r, uint64_t n)
+{
+    return n <= (uint64_t)(r->end - r->p);
+}
+
+/* Steps over one term at `depth`, checking it. */
+bool tk_term_skip(tk_rbuf *r, unsigned depth);
+
+/* ---- writing terms ------------------------------------------------------ */
+
+/* The writer's cursor never passes `end`; each primitive needs the room
+ * it writes (callers check with tk_wroom first). */
+typedef struct {
+    unsigned char *p, *end;
+} tk_wbuf;
+
+static inline size_t tk_wroom(const tk_wbuf *w, const unsigned char *limit)
+{
+    return limit > w->p ? (size_t)(limit - w->p) : 0;
+}
+
+static inline void tk_put_u8(tk_wbuf *w, unsigned v)
+{
+    *w->p++ = (unsigned char)v;
+}
+
+static inline void tk_put_u32(tk_wbuf *w, uint32_t v)
+{
+    memcpy(w->p, &v, 4);
+    w->p += 4;
+}
+
+static inline void tk_put_word(tk_wbuf *w, uint64_t v)
+{
+    memcpy(w->p, &v, 8);
+    w->p += 8;
+}
+
+static inline void tk_put_bytes(tk_wbuf *w, const void *src, size_t n)
+{
+    memcpy(w->p, src, n);
+    w->p += n;
+}
+
+/* Sizes of the fixed parts. */
+#define TK_T_WORD_SIZE 9u   /* tag + word: IMM, INT, FLOAT */
+#define TK_T_HEAD_SIZE 5u   /* tag + u32: BIN, LIST, TUPLE, MAP, EXT, FUN */
+#define TK_T_BINCUT_HEAD 13u
+
+#endif

@@ -1,0 +1,34 @@
+/* ring_pop.h: one record at a time out of a ring, for the tests (the
+ * library's consumers take batches, tk_ring_take). */
+#ifndef TK_TEST_RING_POP_H
+#define TK_TEST_RING_POP_H
+
+#include <string.h>
+
+#include "tk_ring.h"
+
+typedef struct {
+    uint64_t pos;   /* position of the record in the ring */
+    uint64_t stamp; /* producer's stamp */
+    size_t len;     /* payload bytes, now at the start of buf */
+} ring_rec;
+
+/* Takes the oldest record before `limit` into buf (cap bytes: room for the
+ * whole record) and moves its payload to the front. 1, or 0 if none. */
+static inline int ring_pop(tk_ring *r, uint64_t limit, void *buf, size_t cap,
+                           ring_rec *rec)
+{
+    unsigned char *p = buf;
+    tk_ring_batch b = {.dst = buf, .cap = cap, .max_recs = 1};
+    uint64_t hdr;
+    if (tk_ring_take(r, limit, &b) == 0)
+        return 0;
+    memcpy(&hdr, p, 8);
+    memcpy(&rec->stamp, p + 8, 8);
+    rec->pos = b.from;
+    rec->len = tk_ring_rec_payload(hdr);
+    memmove(p, p + TK_RING_HEADER, rec->len);
+    return 1;
+}
+
+#endif
