@@ -195,11 +195,12 @@ test-c-long: build/ctest/tsan/tk_tests build/ctest/asan/tk_tests
 	TK_TEST_LONG=1 TSAN_OPTIONS=halt_on_error=1 build/ctest/tsan/tk_tests --threaded
 	TK_TEST_LONG=1 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 build/ctest/asan/tk_tests --threaded
 
+# EUNIT_ARGS / CT_ARGS select, for example CT_ARGS="--suite test/tracekit_SUITE".
 eunit: nif test-nifs
-	$(REBAR) eunit
+	$(REBAR) eunit $(EUNIT_ARGS)
 
 ct: nif test-nifs
-	$(REBAR) ct
+	$(REBAR) ct $(CT_ARGS)
 
 test-all:
 	OTP=27 $(MAKE) test
