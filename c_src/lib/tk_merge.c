@@ -94,66 +94,82 @@ static void scan_batch(tk_merge_src *s, size_t at, size_t n, uint64_t from,
     }
 }
 
-int tk_merge_collect(tk_merge *m, _Atomic(tk_ring *) *rings, size_t limit)
+void tk_merge_heads(tk_merge *m, _Atomic(tk_ring *) *rings)
 {
-    uint64_t bound = UINT64_MAX;
-    int rc = 0;
-
-    /* First pass: H1. A ring created after this pass has H1 = 0: all of
-     * its records are "late". Acquire on the pointer: the ring's fields
-     * are initialised before it was published. */
+    /* A ring created after this pass has H1 = 0: all of its records are
+     * "late". Acquire on the pointer: the ring's fields are initialised
+     * before it was published. */
     for (unsigned i = 0; i < m->nsrc; i++) {
         tk_ring *r = atomic_load_explicit(&rings[i], memory_order_acquire);
         m->h1[i] = r != NULL ? tk_ring_head(r) : 0;
     }
-    /* Second pass: H2, and take records up to it, in batches. */
+}
+
+/* Stages records of source i from ring r up to its head now (H2), at most
+ * `limit` staged (0: no limit). Lowers *bound for late records and for
+ * records left behind. -1 if staging could not grow, else 0. */
+static int take_source(tk_merge *m, unsigned i, tk_ring *r, size_t limit,
+                       uint64_t *bound)
+{
+    uint64_t h2 = tk_ring_head(r);
+    tk_merge_src *s = &m->src[i];
+    size_t before = s->count;
+    int cut = 0, rc = 0;
+    size_t room = TAKE_BATCH;
+    for (;;) {
+        if (limit != 0 && s->count >= limit) {
+            cut = 1;
+            break;
+        }
+        if (reserve(s, room) != 0) {
+            cut = 1;
+            rc = -1;
+            break;
+        }
+        tk_ring_batch b = {.dst = s->buf + s->wr, .cap = room,
+                           .max_recs = limit != 0 ? limit - s->count : SIZE_MAX};
+        if (tk_ring_take(r, h2, &b) == 0) {
+            if (b.need == 0)
+                break;
+            room = b.need; /* a record larger than a batch */
+            continue;
+        }
+        scan_batch(s, s->wr, b.bytes, b.from, m->h1[i], bound);
+        s->wr += b.bytes;
+        room = TAKE_BATCH;
+    }
+    if (before == 0 && s->count > 0)
+        m->active[m->nactive++] = i;
+    /* Records left behind in the ring have stamps >= the newest one staged
+     * from it, and whatever happened after one of them has a larger stamp
+     * still (an ordered clock does not repeat a reading across a hand-off
+     * between threads): everything up to and including the newest staged
+     * stamp may go out. */
+    if (cut && tk_ring_used(r) > 0) {
+        uint64_t b = s->count > 0 ? s->newest + 1 : 0;
+        if (b < *bound)
+            *bound = b;
+    }
+    return rc;
+}
+
+int tk_merge_take(tk_merge *m, _Atomic(tk_ring *) *rings, size_t limit)
+{
+    uint64_t bound = UINT64_MAX;
+    int rc = 0;
     for (unsigned i = 0; i < m->nsrc; i++) {
         tk_ring *r = atomic_load_explicit(&rings[i], memory_order_acquire);
-        if (r == NULL)
-            continue;
-        uint64_t h2 = tk_ring_head(r);
-        tk_merge_src *s = &m->src[i];
-        size_t before = s->count;
-        int cut = 0;
-        size_t room = TAKE_BATCH;
-        for (;;) {
-            if (limit != 0 && s->count >= limit) {
-                cut = 1;
-                break;
-            }
-            if (reserve(s, room) != 0) {
-                cut = 1;
-                rc = -1;
-                break;
-            }
-            tk_ring_batch b = {.dst = s->buf + s->wr, .cap = room,
-                               .max_recs = limit != 0 ? limit - s->count
-                                                      : SIZE_MAX};
-            if (tk_ring_take(r, h2, &b) == 0) {
-                if (b.need == 0)
-                    break;
-                room = b.need; /* a record larger than a batch */
-                continue;
-            }
-            scan_batch(s, s->wr, b.bytes, b.from, m->h1[i], &bound);
-            s->wr += b.bytes;
-            room = TAKE_BATCH;
-        }
-        if (before == 0 && s->count > 0)
-            m->active[m->nactive++] = i;
-        /* Records left behind in the ring have stamps >= the newest one
-         * staged from it, and whatever happened after one of them has a
-         * larger stamp still (an ordered clock does not repeat a reading
-         * across a hand-off between threads): everything up to and
-         * including the newest staged stamp may go out. */
-        if (cut && tk_ring_used(r) > 0) {
-            uint64_t b = s->count > 0 ? s->newest + 1 : 0;
-            if (b < bound)
-                bound = b;
-        }
+        if (r != NULL && take_source(m, i, r, limit, &bound) != 0)
+            rc = -1;
     }
     m->bound = bound;
     return rc;
+}
+
+int tk_merge_collect(tk_merge *m, _Atomic(tk_ring *) *rings, size_t limit)
+{
+    tk_merge_heads(m, rings);
+    return tk_merge_take(m, rings, limit);
 }
 
 int tk_merge_next(tk_merge *m, const void **payload, size_t *len,

@@ -54,8 +54,12 @@ void tk_merge_destroy(tk_merge *m);
 /* Moves published records from rings[0..nsrc) (NULL entries are rings not
  * created yet) into staging, at most `limit` staged records per ring (0:
  * no limit), and recomputes the bound. Returns -1 if staging could not
- * grow (what was taken stays staged), else 0. */
+ * grow (what was taken stays staged), else 0. It is tk_merge_heads (the
+ * first pass, H1) then tk_merge_take (the second pass, H2): the tests call
+ * them apart to place records between the passes. */
 int tk_merge_collect(tk_merge *m, _Atomic(tk_ring *) *rings, size_t limit);
+void tk_merge_heads(tk_merge *m, _Atomic(tk_ring *) *rings);
+int tk_merge_take(tk_merge *m, _Atomic(tk_ring *) *rings, size_t limit);
 
 /* The next record in merged order that may be handed out: 1 with *payload
  * (valid until the next tk_merge call), *len and *stamp set, or 0. */

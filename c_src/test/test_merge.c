@@ -180,3 +180,102 @@ TK_TEST_THREADED(merge_keeps_migrating_tracees_in_order)
     tk_merge_destroy(&m);
     rings_free();
 }
+
+/* Hands out [stamps] in order, then nothing. */
+static void expect_out(tk_merge *m, const uint64_t *want, size_t n)
+{
+    const void *p;
+    size_t len;
+    uint64_t st;
+    for (size_t i = 0; i < n; i++) {
+        TK_REQUIRE(tk_merge_next(m, &p, &len, &st));
+        TK_CHECK_EQ(st, want[i]);
+    }
+    TK_CHECK_EQ(tk_merge_next(m, &p, &len, &st), 0);
+}
+
+/* A collect that leaves records in a ring (a per-ring limit) hands out
+ * everything up to and including the newest stamp staged from that ring,
+ * and nothing beyond, though other rings have staged more. */
+TK_TEST(merge_hand_out_bound_after_a_cut)
+{
+    tk_merge m;
+    rings_init(2, 4096, TK_RING_DROP);
+    TK_REQUIRE(tk_merge_init(&m, 8) == 0);
+    for (uint64_t s = 1; s <= 10; s++)
+        tk_ring_push(atomic_load(&rings[0]), s, &s, 8);
+    /* Ring 1: the newest staged stamp of ring 0, then the bound itself. */
+    for (uint64_t s = 3; s <= 5; s++)
+        tk_ring_push(atomic_load(&rings[1]), s, &s, 8);
+    TK_REQUIRE(tk_merge_collect(&m, rings, 3) == 0);
+    uint64_t first[] = {1, 2, 3, 3}; /* ring 0: 1..3 staged, 4.. left */
+    expect_out(&m, first, 4);
+    TK_REQUIRE(tk_merge_collect(&m, rings, 0) == 0);
+    uint64_t rest[] = {4, 4, 5, 5, 6, 7, 8, 9, 10};
+    expect_out(&m, rest, 9);
+    tk_merge_destroy(&m);
+    rings_free();
+}
+
+/* Records published between the two passes of a collect ("late": at or
+ * after H1) bound what goes out by the smallest stamp among them; one
+ * published exactly at H1 is late too. */
+TK_TEST(merge_late_record_boundary)
+{
+    tk_merge m;
+    rings_init(2, 4096, TK_RING_DROP);
+    TK_REQUIRE(tk_merge_init(&m, 8) == 0);
+    uint64_t v = 10;
+    tk_ring_push(atomic_load(&rings[0]), v, &v, 8);
+    tk_merge_heads(&m, rings);
+    v = 12; /* at exactly H1 of ring 0 */
+    tk_ring_push(atomic_load(&rings[0]), v, &v, 8);
+    v = 30; /* at exactly H1 (0) of ring 1 */
+    tk_ring_push(atomic_load(&rings[1]), v, &v, 8);
+    TK_REQUIRE(tk_merge_take(&m, rings, 0) == 0);
+    TK_CHECK_EQ(tk_merge_staged(&m), 3);
+    uint64_t first[] = {10};
+    expect_out(&m, first, 1);
+    /* The next collect sees them before its H1: all go out. */
+    TK_REQUIRE(tk_merge_collect(&m, rings, 0) == 0);
+    uint64_t rest[] = {12, 30};
+    expect_out(&m, rest, 2);
+    tk_merge_destroy(&m);
+    rings_free();
+}
+
+/* A record larger than a take batch is staged whole and handed out, and
+ * the ring goes on draining after it. */
+TK_TEST(merge_takes_records_larger_than_a_batch)
+{
+    tk_merge m;
+    rings_init(1, 1u << 20, TK_RING_DROP);
+    TK_REQUIRE(tk_merge_init(&m, 8) == 0);
+    tk_ring *r = atomic_load(&rings[0]);
+    size_t big = tk_ring_max_payload(r); /* a quarter of the ring */
+    unsigned char *in = malloc(big);
+    TK_REQUIRE(in != NULL);
+    for (size_t i = 0; i < big; i++)
+        in[i] = (unsigned char)(i * 7);
+    uint64_t small = 1;
+    TK_REQUIRE(tk_ring_push(r, 1, &small, 8) == 0);
+    TK_REQUIRE(tk_ring_push(r, 2, in, big) == 0);
+    small = 3;
+    TK_REQUIRE(tk_ring_push(r, 3, &small, 8) == 0);
+    TK_REQUIRE(tk_merge_collect(&m, rings, 0) == 0);
+    const void *p;
+    size_t len;
+    uint64_t st;
+    TK_REQUIRE(tk_merge_next(&m, &p, &len, &st));
+    TK_CHECK_EQ(st, 1);
+    TK_REQUIRE(tk_merge_next(&m, &p, &len, &st));
+    TK_CHECK_EQ(st, 2);
+    TK_CHECK_EQ(len, big);
+    TK_CHECK(memcmp(p, in, big) == 0);
+    TK_REQUIRE(tk_merge_next(&m, &p, &len, &st));
+    TK_CHECK_EQ(st, 3);
+    TK_CHECK_EQ(tk_ring_used(r), 0);
+    free(in);
+    tk_merge_destroy(&m);
+    rings_free();
+}

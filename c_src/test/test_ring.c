@@ -228,3 +228,45 @@ static void spsc_run(tk_ring_policy policy)
 
 TK_TEST_THREADED(ring_spsc_drop_stress) { spsc_run(TK_RING_DROP); }
 TK_TEST_THREADED(ring_spsc_overwrite_stress) { spsc_run(TK_RING_OVERWRITE); }
+
+/* The drop check after re-reading the tail: a record that fits exactly
+ * once the consumer has moved on, while the producer's cached tail is
+ * stale, is accepted. */
+TK_TEST(ring_exact_fit_with_stale_cached_tail)
+{
+    tk_ring r;
+    unsigned char in[64] = {0}, out[1024];
+    ring_rec rec;
+    TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
+    for (int i = 0; i < 64; i++) /* 64 records of 64 bytes: exactly full */
+        TK_REQUIRE(tk_ring_push(&r, (uint64_t)i, in, 48) == 0);
+    TK_CHECK_EQ(r.tail_seen, 0); /* never needed the tail yet */
+    TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
+    /* 64 bytes free: a 64-byte record fits exactly, a larger one does not. */
+    TK_CHECK(!tk_ring_fits(&r, 49));
+    TK_CHECK_EQ(tk_ring_push(&r, 64, in, 48), 0);
+    TK_CHECK_EQ(atomic_load(&r.dropped), 0);
+    TK_CHECK_EQ(tk_ring_used(&r), 4096);
+    tk_ring_destroy(&r);
+}
+
+/* A batch too small for the oldest record takes nothing and says how much
+ * room that record needs; with that room it is taken. */
+TK_TEST(ring_take_reports_the_room_a_record_needs)
+{
+    tk_ring r;
+    TK_REQUIRE(tk_ring_init(&r, 65536, TK_RING_DROP) == 0);
+    static unsigned char in[16000], out[16384];
+    TK_REQUIRE(tk_ring_push(&r, 1, in, sizeof in) == 0);
+    tk_ring_batch b = {.dst = out, .cap = 4096, .max_recs = 10};
+    TK_CHECK_EQ(tk_ring_take(&r, tk_ring_head(&r), &b), 0);
+    TK_CHECK_EQ(b.need, tk_ring_record_size(sizeof in));
+    b.cap = b.need;
+    TK_CHECK_EQ(tk_ring_take(&r, tk_ring_head(&r), &b), tk_ring_record_size(sizeof in));
+    TK_CHECK_EQ(b.recs, 1);
+    TK_CHECK_EQ(b.need, 0);
+    /* Empty: nothing taken, nothing needed. */
+    TK_CHECK_EQ(tk_ring_take(&r, tk_ring_head(&r), &b), 0);
+    TK_CHECK_EQ(b.need, 0);
+    tk_ring_destroy(&r);
+}
