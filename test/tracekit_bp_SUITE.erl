@@ -20,14 +20,16 @@
 -export([all/0, init_per_testcase/2, end_per_testcase/2]).
 -export([basic/1, on_and_off/1, info/1, pause_and_restart/1,
          restart_pause_quirks/1, global_and_breakpoints/1, bad_patterns/1,
-         two_sessions/1, concurrent_replay/1, random_sequences/1]).
+         two_sessions/1, concurrent_replay/1, random_sequences/1,
+         long_calls_are_chunked/1]).
+-export([chunked_on_peer/0]).
 
 -define(W, tk_bp_work).
 
 all() ->
     [basic, on_and_off, info, pause_and_restart, restart_pause_quirks,
      global_and_breakpoints, bad_patterns, two_sessions, concurrent_replay,
-     random_sequences].
+     random_sequences, long_calls_are_chunked].
 
 %%% ---- the mirror -----------------------------------------------------------
 
@@ -425,3 +427,36 @@ random_flags() ->
 
 pick(L) ->
     lists:nth(rand:uniform(length(L)), L).
+
+%%% ---- the model's own limits ---------------------------------------------------
+
+%% A huge call count neither holds a dirty scheduler nor makes its caller
+%% unkillable: on a node with one dirty CPU scheduler, a dirty NIF (a
+%% ring's creation) completes while bp_call(..., 1 bsl 62) runs, and the
+%% caller dies at once when killed.
+long_calls_are_chunked(_Config) ->
+    Paths = [filename:dirname(code:which(M))
+             || M <- [tracekit_model, tracekit_ring, ?MODULE]],
+    {ok, Peer, _} = peer:start_link(#{connection => standard_io,
+                                   args => ["+SDcpu", "1"
+                                            | lists:append([["-pa", P] || P <- Paths])]}),
+    try
+        ?assertEqual(ok, peer:call(Peer, ?MODULE, chunked_on_peer, [], 30000))
+    after
+        peer:stop(Peer)
+    end.
+
+chunked_on_peer() ->
+    MFA = {lists, seq, 2},
+    Model = tracekit_model:bp_new([{MFA, true}]),
+    {Pid, Mon} = spawn_monitor(fun() -> tracekit_model:bp_call(Model, MFA, 1 bsl 62) end),
+    timer:sleep(200),
+    Self = self(),
+    _ = spawn(fun() -> Self ! {ring, tracekit_ring:new(#{size => 4096})} end),
+    receive {ring, {ok, _}} -> ok
+    after 10000 -> error(dirty_scheduler_held)
+    end,
+    exit(Pid, kill),
+    receive {'DOWN', Mon, process, Pid, killed} -> ok
+    after 10000 -> error(unkillable)
+    end.

@@ -9,6 +9,9 @@
 
 -on_load(init/0).
 
+%% Calls per bp_call_chunk/3 NIF call (the C side refuses more).
+-define(BP_CHUNK, 100000).
+
 %% seq_trace model (its functions are in their section below).
 -export([seq_new/1, seq_set_tracer/2, seq_add/2, seq_counters/2,
          seq_set_token/3, seq_set_token/4, seq_get_token/2, seq_get_token/3,
@@ -26,7 +29,7 @@
 %% Breakpoint model (its section below).
 -export([bp_new/1, bp_function/5, bp_info/4, bp_flags/3, bp_call/3]).
 -export_type([bp_model/0, bp_session/0]).
--nifs([bp_new/1, bp_function/5, bp_info/4, bp_flags/3, bp_call/3]).
+-nifs([bp_new/1, bp_function/5, bp_info/4, bp_flags/3, bp_call_chunk/3]).
 
 %% Trace session model (its functions are in their section below).
 -export([session_new/1, session_add_function/3, session_create/4,
@@ -388,7 +391,16 @@ bp_flags(_Model, _Session, _MFA) ->
 
 %% @doc Executes `MFA' `N' times in the model, as local calls by a process
 %% that is call traced in no session: counts where call_count is active.
-%% Raises `badarg' for a function the model does not have.
+%% Raises `badarg' for a function the model does not have. The calls run
+%% in chunks of at most ?BP_CHUNK per NIF call, so that a large N neither
+%% holds a dirty scheduler for long nor makes the caller unkillable.
 -spec bp_call(bp_model(), mfa(), non_neg_integer()) -> ok.
-bp_call(_Model, _MFA, _N) ->
+bp_call(Model, MFA, N) when is_integer(N), N > ?BP_CHUNK ->
+    ok = bp_call_chunk(Model, MFA, ?BP_CHUNK),
+    bp_call(Model, MFA, N - ?BP_CHUNK);
+bp_call(Model, MFA, N) ->
+    bp_call_chunk(Model, MFA, N).
+
+%% At most ?BP_CHUNK calls (badarg beyond).
+bp_call_chunk(_Model, _MFA, _N) ->
     erlang:nif_error(not_loaded).

@@ -80,6 +80,15 @@ scenarios(Config) ->
           {link, 1, 2}, {link, 1, 2}, {unlink, 2, 1},
           {process, 0, {proc, 1}, true, [set_on_first_link]},
           {link, 1, 2}, {link, 2, 0}, {kill, 1}, {spawn, 2, true}],
+         %% link/1 adds the linking process's flags to those the other
+         %% process already has in that session
+         [{create, 0, 0, false}, {spawn, 0, false}, {spawn, 0, false},
+          {process, 0, {proc, 2}, true, [call, procs]},
+          {process, 0, {proc, 1}, true, [set_on_link, send]},
+          {link, 1, 2}, {info, 0, {proc, 2}, flags},
+          {process, 0, {proc, 1}, true, [set_on_first_link]},
+          {process, 0, {proc, 0}, true, ['receive']},
+          {link, 1, 0}, {info, 0, {proc, 0}, flags}],
          %% all/existing counts, port flags on processes and back
          [{create, 0, 0, false}, {open_port}, {spawn, 0, false},
           {process, 0, existing, true, []},
@@ -164,8 +173,22 @@ ct_output(Fmt, Args) ->
 %% Every sequence starts with a session (that the shrinker may still
 %% change into a failing create).
 steps() ->
-    proper_types:bind({create_step(), list(step())},
-                      fun({Create, Steps}) -> [Create | Steps] end, false).
+    proper_types:bind({create_step(), list(frequency([{12, [step()]},
+                                                      {1, linked_pair()}]))},
+                      fun({Create, Steps}) -> [Create | lists:append(Steps)] end,
+                      false).
+
+%% Two processes with flags in one session, then a link between them: the
+%% set-on-link rule adds to flags the other process already has.
+linked_pair() ->
+    proper_types:bind(
+      {idx(), idx(), idx(), flags(), flags(),
+       elements([set_on_link, set_on_first_link])},
+      fun({S, A, B, FA, FB, Sol}) ->
+              [{process, S, {proc, B}, true, FB},
+               {process, S, {proc, A}, true, [Sol | FA]},
+               {link, A, B}]
+      end, false).
 
 create_step() ->
     {create, frequency([{9, 0}, {9, 1}, {2, 2}]),

@@ -324,12 +324,17 @@ TK_MODEL_NIF(tk_model_bp_flags)
 
 /* bp_call(Model, {M,F,A}, N): N local calls by a process that is call
  * traced in no session. Runs on a dirty CPU scheduler. */
+/* Calls per bp_call_chunk (as ?BP_CHUNK in tracekit_model.erl). */
+#define BP_CALL_CHUNK 100000
+
 TK_MODEL_NIF(tk_model_bp_call)
 {
     (void)argc;
     bp_model *bm = get_model(env, argv[0]);
     unsigned long n;
-    if (bm == NULL || !enif_get_ulong(env, argv[2], &n))
+    /* Bounded: tracekit_model:bp_call/3 loops over chunks, so that no
+     * NIF call holds a dirty scheduler for long. */
+    if (bm == NULL || !enif_get_ulong(env, argv[2], &n) || n > BP_CALL_CHUNK)
         return enif_make_badarg(env);
     int f = find_mfa(env, bm, argv[1]);
     if (f < 0)
