@@ -87,6 +87,7 @@ follow(Fun, Opts) when is_function(Fun, 0), is_map(Opts) ->
     %% would inherit it.
     OldToken = seq_trace:set_token([]),
     {TracerTerm, Collect, Close} = start_tracer(Tracer),
+    Recorded = recorded_label(TracerTerm, Label, Flags),
     OldTracer = seq_trace:set_system_tracer(TracerTerm),
     try
         _ = seq_trace:set_token(label, Label),
@@ -95,7 +96,7 @@ follow(Fun, Opts) when is_function(Fun, 0), is_map(Opts) ->
         Result = Fun(),
         _ = seq_trace:set_token([]),
         timer:sleep(Settle),
-        {Result, [E || E <- Collect(), element(2, E) =:= Label]}
+        {Result, [E || E <- Collect(), element(2, E) =:= Recorded]}
     after
         _ = seq_trace:set_token([]),
         _ = seq_trace:set_system_tracer(OldTracer),
@@ -117,6 +118,27 @@ check_opts(Flags, Settle, Tracer, Keys) ->
         orelse error({badarg, {settle, Settle}}),
     lists:member(Tracer, [ring, process])
         orelse error({badarg, {tracer, Tracer}}).
+
+%% The label as the tracer hands it back: a ring cuts a label too large or
+%% too deep for a record (with the marker '...', as every term), so the
+%% events of the flow carry that cut label. A probe event through the same
+%% ring, with the same timestamp kind, shows it; it is drained at once.
+recorded_label({tracekit_ring, R}, Label, Flags) ->
+    Opts = case [F || F <- [timestamp, strict_monotonic_timestamp,
+                            monotonic_timestamp], lists:member(F, Flags)] of
+               [] -> #{};
+               [Ts | _] -> #{timestamp => ts_kind(Ts)}
+           end,
+    ok = tracekit_ring:trace(seq_trace, R, Label,
+                             {print, {0, 0}, self(), [], probe}, Opts),
+    [Probe] = tracekit_ring:drain(R),
+    element(2, Probe);
+recorded_label(_ProcessTracer, Label, _Flags) ->
+    Label.
+
+ts_kind(timestamp) -> timestamp;
+ts_kind(strict_monotonic_timestamp) -> strict_monotonic;
+ts_kind(monotonic_timestamp) -> monotonic.
 
 %% {TracerTerm, Collect, Close}: a system seq tracer, a function returning
 %% what it got so far, and one taking it down.

@@ -40,6 +40,8 @@ bool tk_term_skip(tk_rbuf *r, unsigned depth)
     case TK_T_INT:
     case TK_T_FLOAT:
         return tk_get_word(r, &w);
+    case TK_T_IMM32:
+        return tk_get_u32(r, &n);
     case TK_T_BIN:
     case TK_T_EXT:
     case TK_T_FUN:

@@ -23,6 +23,8 @@
  *   TK_T_IMM     word            an immediate (atom, small integer, local
  *                                pid or port) as the VM's own term word:
  *                                valid in every environment of that VM
+ *   TK_T_IMM32   u32             the same, for a word below 2^32 (most
+ *                                atoms and small integers)
  *   TK_T_INT     int64
  *   TK_T_FLOAT   double
  *   TK_T_BIN     u32 n, n bytes
@@ -57,6 +59,7 @@
 enum {
     TK_T_NIL = 0,
     TK_T_IMM,
+    TK_T_IMM32,
     TK_T_INT,
     TK_T_FLOAT,
     TK_T_BIN,
@@ -214,6 +217,7 @@ static inline void tk_put_bytes(tk_wbuf *w, const void *src, size_t n)
 
 /* Sizes of the fixed parts. */
 #define TK_T_WORD_SIZE 9u   /* tag + word: IMM, INT, FLOAT */
+#define TK_T_IMM32_SIZE 5u  /* tag + u32 */
 #define TK_T_HEAD_SIZE 5u   /* tag + u32: BIN, LIST, TUPLE, MAP, EXT, FUN */
 #define TK_T_BINCUT_HEAD 13u
 

@@ -141,6 +141,13 @@ static int dec_value(dec *d, ERL_NIF_TERM *out)
             return 0;
         *out = (ERL_NIF_TERM)w;
         return 1;
+    case TK_T_IMM32: {
+        uint32_t w32;
+        if (!tk_get_u32(&d->r, &w32))
+            return 0;
+        *out = (ERL_NIF_TERM)w32;
+        return 1;
+    }
     case TK_T_INT:
         if (!tk_get_word(&d->r, &w))
             return 0;

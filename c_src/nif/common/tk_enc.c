@@ -27,6 +27,7 @@ typedef struct {
     bool budget;       /* a user-data term under the mode's budget */
     bool budget_bound; /* ... and the budget, not the room, is the limit */
     unsigned cuts;     /* CUT_* seen */
+    unsigned room_cuts; /* markers written for want of room (any cause) */
 } enc;
 
 static void enc_value(enc *e, ERL_NIF_TERM t, const unsigned char *limit,
@@ -50,6 +51,7 @@ static void cut(enc *e, const unsigned char *limit)
     TK_ASSERT(room(e, limit) >= 1);
     (void)limit;
     note_cut(e);
+    e->room_cuts++;
     tk_put_u8(&e->w, TK_T_CUT);
 }
 
@@ -70,6 +72,22 @@ static void enc_word(enc *e, unsigned tag, uint64_t w,
     }
     tk_put_u8(&e->w, tag);
     tk_put_word(&e->w, w);
+}
+
+/* An immediate's word: in 4 bytes when it fits. */
+static void enc_imm(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
+{
+    uint64_t w = (uint64_t)t;
+    if (w > UINT32_MAX) {
+        enc_word(e, TK_T_IMM, w, limit);
+        return;
+    }
+    if (room(e, limit) < TK_T_IMM32_SIZE) {
+        cut(e, limit);
+        return;
+    }
+    tk_put_u8(&e->w, TK_T_IMM32);
+    tk_put_u32(&e->w, (uint32_t)w);
 }
 
 /* A tag, a u32 length and bytes: binaries, external terms, fun names. */
@@ -151,11 +169,13 @@ static void enc_bitstring(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
     tk_put_bytes(&e->w, bin.data, keep);
 }
 
-/* Whether the bytes from `at` are one marker (an element that did not
- * fit). */
-static inline bool lone_marker(const enc *e, const unsigned char *at)
+/* Whether the element written from `at` did not fit: nothing, or a lone
+ * marker written for want of room (`room_cuts` was the count before it). */
+static inline bool did_not_fit(const enc *e, const unsigned char *at,
+                               unsigned room_cuts)
 {
-    return e->w.p == at || (e->w.p == at + 1 && *at == TK_T_CUT);
+    return e->w.p == at ||
+           (e->w.p == at + 1 && *at == TK_T_CUT && e->room_cuts != room_cuts);
 }
 
 static void enc_list(enc *e, ERL_NIF_TERM t, const unsigned char *limit,
@@ -182,9 +202,10 @@ static void enc_list(enc *e, ERL_NIF_TERM t, const unsigned char *limit,
     /* Each element may use all but the byte kept for the tail. */
     while (enif_get_list_cell(e->env, tail, &head, &tail)) {
         unsigned char *at = e->w.p;
+        unsigned room_cuts = e->room_cuts;
         if (room(e, limit - 1) >= 1)
             enc_value(e, head, limit - 1, depth + 1);
-        if (lone_marker(e, at)) {
+        if (did_not_fit(e, at, room_cuts)) {
             /* It did not fit: the list ends here, in the marker. */
             e->w.p = at;
             ended = true;
@@ -258,7 +279,7 @@ static void enc_pid(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
 {
     ErlNifPid pid;
     if (enif_get_local_pid(e->env, t, &pid))
-        enc_word(e, TK_T_IMM, (uint64_t)t, limit);
+        enc_imm(e, t, limit);
     else
         enc_ext(e, t, limit);
 }
@@ -267,7 +288,7 @@ static void enc_port(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
 {
     ErlNifPort port;
     if (enif_get_local_port(e->env, t, &port))
-        enc_word(e, TK_T_IMM, (uint64_t)t, limit);
+        enc_imm(e, t, limit);
     else
         enc_ext(e, t, limit);
 }
@@ -295,12 +316,12 @@ static void enc_value(enc *e, ERL_NIF_TERM t, const unsigned char *limit,
 {
     TK_ASSERT(room(e, limit) >= 1);
     if (e->c->imm_ok && (t & 3) == 3) { /* no NIF call: the word is the term */
-        enc_word(e, TK_T_IMM, (uint64_t)t, limit);
+        enc_imm(e, t, limit);
         return;
     }
     switch (enif_term_type(e->env, t)) {
     case ERL_NIF_TERM_TYPE_ATOM:
-        enc_word(e, TK_T_IMM, (uint64_t)t, limit); /* atoms live forever */
+        enc_imm(e, t, limit); /* atoms live forever */
         return;
     case ERL_NIF_TERM_TYPE_INTEGER:
         enc_integer(e, t, limit);
@@ -471,7 +492,7 @@ size_t tk_enc_event(ErlNifEnv *env, const tk_codec *c, const tk_payload *pl,
                     bool *short_of_room)
 {
     TK_ASSERT(cap >= TK_EVENT_MIN_ROOM && ev->tag < TK_TAG_COUNT);
-    enc e = {env, c, pl, {buf, buf + cap}, false, false, 0};
+    enc e = {env, c, pl, {buf, buf + cap}, false, false, 0, 0};
     unsigned flags = (ev->extra ? TK_EV_EXTRA : 0) | (ev->msr ? TK_EV_MSR : 0) |
                      (ev->sched ? TK_EV_SCHED : 0);
     tk_put_u8(&e.w, flags | ev->ts_kind << 4);
