@@ -15,11 +15,14 @@
 #include <stdint.h>
 
 #include "tk_clock.h"
+#include "tk_niflib.h"
 #include "tk_thread.h"
+
+#define BENCH_ATOMS(X) X(ok) X(trace) X(trace_status) X(discard)
 
 typedef struct {
     ErlNifResourceType *floor_type;
-    ERL_NIF_TERM am_ok, am_trace, am_trace_status, am_discard;
+    BENCH_ATOMS(TK_ATOM_FIELD)
 } bench_lib;
 
 #define FLOOR_WORDS (1u << 17) /* 1 MiB */
@@ -36,15 +39,14 @@ static void floor_dtor(ErlNifEnv *env, void *obj)
         enif_free(f->buf[i]);
 }
 
-static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags)
+static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
+                    void *old_priv)
 {
+    (void)old_priv;
     bench_lib *lib = enif_alloc(sizeof *lib);
     if (lib == NULL)
         return -1;
-    lib->am_ok = enif_make_atom(env, "ok");
-    lib->am_trace = enif_make_atom(env, "trace");
-    lib->am_trace_status = enif_make_atom(env, "trace_status");
-    lib->am_discard = enif_make_atom(env, "discard");
+    BENCH_ATOMS(TK_ATOM_INIT)
     tk_clock_init();
     lib->floor_type = enif_open_resource_type(env, NULL, "tk_bench_floor",
                                               floor_dtor, flags, NULL);
@@ -56,25 +58,7 @@ static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags)
     return 0;
 }
 
-static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
-{
-    (void)info;
-    return open_lib(env, priv, ERL_NIF_RT_CREATE);
-}
-
-static int upgrade(ErlNifEnv *env, void **priv, void **old_priv,
-                   ERL_NIF_TERM info)
-{
-    (void)old_priv;
-    (void)info;
-    return open_lib(env, priv, ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER);
-}
-
-static void unload(ErlNifEnv *env, void *priv)
-{
-    (void)env;
-    enif_free(priv);
-}
+TK_NIF_LIFE(open_lib)
 
 static ERL_NIF_TERM floor_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {

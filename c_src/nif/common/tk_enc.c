@@ -274,20 +274,11 @@ static void enc_map(enc *e, ERL_NIF_TERM t, const unsigned char *limit,
         cut(e, limit);
 }
 
-/* Local pids and ports are immediates: their word. Others: external. */
-static void enc_pid(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
+/* A pid or port: its word when local (an immediate), else external. */
+static void enc_local(enc *e, ERL_NIF_TERM t, const unsigned char *limit,
+                      bool local)
 {
-    ErlNifPid pid;
-    if (enif_get_local_pid(e->env, t, &pid))
-        enc_imm(e, t, limit);
-    else
-        enc_ext(e, t, limit);
-}
-
-static void enc_port(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
-{
-    ErlNifPort port;
-    if (enif_get_local_port(e->env, t, &port))
+    if (local)
         enc_imm(e, t, limit);
     else
         enc_ext(e, t, limit);
@@ -341,12 +332,16 @@ static void enc_value(enc *e, ERL_NIF_TERM t, const unsigned char *limit,
     case ERL_NIF_TERM_TYPE_MAP:
         enc_map(e, t, limit, depth);
         return;
-    case ERL_NIF_TERM_TYPE_PID:
-        enc_pid(e, t, limit);
+    case ERL_NIF_TERM_TYPE_PID: {
+        ErlNifPid pid;
+        enc_local(e, t, limit, enif_get_local_pid(e->env, t, &pid));
         return;
-    case ERL_NIF_TERM_TYPE_PORT:
-        enc_port(e, t, limit);
+    }
+    case ERL_NIF_TERM_TYPE_PORT: {
+        ErlNifPort port;
+        enc_local(e, t, limit, enif_get_local_port(e->env, t, &port));
         return;
+    }
     case ERL_NIF_TERM_TYPE_FUN:
         enc_fun(e, t, limit);
         return;

@@ -15,6 +15,7 @@
 
 #include "tk_codec.h"
 #include "tk_mem.h"
+#include "tk_niflib.h"
 #include "tk_tally.h"
 #include "tk_thread.h"
 
@@ -27,12 +28,13 @@ typedef struct {
     atomic_bool closed;
 } counter;
 
+#define COUNT_ATOMS(X) X(ok) X(trace) X(discard) X(remove) X(trace_status) X(enomem)
+
 /* The library's private data. */
 typedef struct {
     ErlNifResourceType *counter_type;
     tk_codec codec;
-    ERL_NIF_TERM am_ok, am_trace, am_discard, am_remove, am_trace_status,
-        am_enomem;
+    COUNT_ATOMS(TK_ATOM_FIELD)
 } count_lib;
 
 static void counter_dtor(ErlNifEnv *env, void *obj)
@@ -41,8 +43,10 @@ static void counter_dtor(ErlNifEnv *env, void *obj)
     tk_tally_destroy(&((counter *)obj)->tally);
 }
 
-static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags)
+static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
+                    void *old_priv)
 {
+    (void)old_priv;
     count_lib *lib = enif_alloc(sizeof *lib);
     if (lib == NULL)
         return -1;
@@ -55,35 +59,12 @@ static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags)
     /* The library's memory is VM memory: it shows in erlang:memory(). */
     tk_mem_alloc = enif_alloc;
     tk_mem_free = enif_free;
-    lib->am_ok = enif_make_atom(env, "ok");
-    lib->am_trace = enif_make_atom(env, "trace");
-    lib->am_discard = enif_make_atom(env, "discard");
-    lib->am_remove = enif_make_atom(env, "remove");
-    lib->am_trace_status = enif_make_atom(env, "trace_status");
-    lib->am_enomem = enif_make_atom(env, "enomem");
+    COUNT_ATOMS(TK_ATOM_INIT)
     *priv = lib;
     return 0;
 }
 
-static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
-{
-    (void)info;
-    return open_lib(env, priv, ERL_NIF_RT_CREATE);
-}
-
-static int upgrade(ErlNifEnv *env, void **priv, void **old_priv,
-                   ERL_NIF_TERM info)
-{
-    (void)old_priv;
-    (void)info;
-    return open_lib(env, priv, ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER);
-}
-
-static void unload(ErlNifEnv *env, void *priv)
-{
-    (void)env;
-    enif_free(priv);
-}
+TK_NIF_LIFE(open_lib)
 
 /* The counter behind a term, or NULL. */
 static counter *get_counter(const count_lib *lib, ErlNifEnv *env,

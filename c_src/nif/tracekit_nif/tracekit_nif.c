@@ -12,24 +12,24 @@
 #include <string.h>
 
 #include "tk_mem.h"
+#include "tk_niflib.h"
 #include "tk_seqorder.h"
 
+#define NIF_ATOMS(X) X(send) X(receive) X(print) X(true) X(false) X(enomem)
+
 typedef struct {
-    ERL_NIF_TERM am_send, am_receive, am_print, am_true, am_false, am_enomem;
+    NIF_ATOMS(TK_ATOM_FIELD)
 } nif_lib;
 
-static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
+static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
+                    void *old_priv)
 {
-    (void)info;
+    (void)flags;
+    (void)old_priv;
     nif_lib *lib = enif_alloc(sizeof *lib);
     if (lib == NULL)
         return -1;
-    lib->am_send = enif_make_atom(env, "send");
-    lib->am_receive = enif_make_atom(env, "receive");
-    lib->am_print = enif_make_atom(env, "print");
-    lib->am_true = enif_make_atom(env, "true");
-    lib->am_false = enif_make_atom(env, "false");
-    lib->am_enomem = enif_make_atom(env, "enomem");
+    NIF_ATOMS(TK_ATOM_INIT)
     /* The library's memory is VM memory: it shows in erlang:memory(). */
     tk_mem_alloc = enif_alloc;
     tk_mem_free = enif_free;
@@ -37,18 +37,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     return 0;
 }
 
-static int upgrade(ErlNifEnv *env, void **priv, void **old_priv,
-                   ERL_NIF_TERM info)
-{
-    (void)old_priv;
-    return load(env, priv, info);
-}
-
-static void unload(ErlNifEnv *env, void *priv)
-{
-    (void)env;
-    enif_free(priv);
-}
+TK_NIF_LIFE(open_lib)
 
 /* One input tuple into an event; 0 if it is malformed. */
 static int get_event(ErlNifEnv *env, const nif_lib *lib, ERL_NIF_TERM t,

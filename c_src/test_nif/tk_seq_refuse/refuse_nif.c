@@ -5,38 +5,28 @@
  * does not advance. (A tracer answering `remove` to trace_status is
  * dropped as system seq tracer the next time the VM looks at it, after
  * which serials advance as with no tracer at all.) */
-#include <erl_nif.h>
+#include "tk_niflib.h"
+
+#define REFUSE_ATOMS(X) X(ok) X(trace) X(discard) X(trace_status)
 
 typedef struct {
-    ERL_NIF_TERM am_ok, am_trace, am_discard, am_trace_status;
+    REFUSE_ATOMS(TK_ATOM_FIELD)
 } refuse_lib;
 
-static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
+static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
+                    void *old_priv)
 {
-    (void)info;
+    (void)flags;
+    (void)old_priv;
     refuse_lib *lib = enif_alloc(sizeof *lib);
     if (lib == NULL)
         return -1;
-    lib->am_ok = enif_make_atom(env, "ok");
-    lib->am_trace = enif_make_atom(env, "trace");
-    lib->am_discard = enif_make_atom(env, "discard");
-    lib->am_trace_status = enif_make_atom(env, "trace_status");
+    REFUSE_ATOMS(TK_ATOM_INIT)
     *priv = lib;
     return 0;
 }
 
-static int upgrade(ErlNifEnv *env, void **priv, void **old_priv,
-                   ERL_NIF_TERM info)
-{
-    (void)old_priv;
-    return load(env, priv, info);
-}
-
-static void unload(ErlNifEnv *env, void *priv)
-{
-    (void)env;
-    enif_free(priv);
-}
+TK_NIF_LIFE(open_lib)
 
 /* enabled(Tag, State, Tracee) */
 static ERL_NIF_TERM enabled_nif(ErlNifEnv *env, int argc,
