@@ -41,6 +41,8 @@ bool tk_term_skip(tk_rbuf *r, unsigned depth)
     case TK_T_FLOAT:
         return tk_get_word(r, &w);
     case TK_T_IMM32:
+    case TK_T_INT32:
+    case TK_T_DICT:
         return tk_get_u32(r, &n);
     case TK_T_BIN:
     case TK_T_EXT:
@@ -83,4 +85,123 @@ int tk_event_parse(const void *rec, size_t len, tk_event *ev)
         ev->field[f].len = (size_t)(r.p - ev->field[f].p);
     }
     return r.p == r.end ? 0 : -1;
+}
+
+/* ---- the file form ------------------------------------------------------- */
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "trace files are little-endian: tracekit writes them on little-endian machines only"
+#endif
+
+/* Copies n raw bytes. */
+static bool pass(tk_rbuf *r, tk_wbuf *w, size_t n)
+{
+    if ((size_t)(r->end - r->p) < n)
+        return false;
+    tk_put_bytes(w, r->p, n);
+    r->p += n;
+    return true;
+}
+
+static bool xlate_term(tk_rbuf *r, tk_wbuf *w, unsigned depth,
+                       const tk_xlate *x);
+
+static bool xlate_terms(tk_rbuf *r, tk_wbuf *w, uint64_t n, unsigned depth,
+                        const tk_xlate *x)
+{
+    if (!tk_count_ok(r, n))
+        return false;
+    for (uint64_t i = 0; i < n; i++)
+        if (!xlate_term(r, w, depth, x))
+            return false;
+    return true;
+}
+
+/* An immediate word: a small integer in 4 bytes when it fits (never longer
+ * than the word was), else a dictionary entry. */
+static bool xlate_imm(tk_wbuf *w, uint64_t word, size_t was,
+                      const tk_xlate *x)
+{
+    int is_int = 0;
+    int64_t v = 0;
+    uint32_t index = 0;
+    if (x->imm(x->ctx, word, &is_int, &v, &index) != 0)
+        return false;
+    if (!is_int) {
+        tk_put_u8(w, TK_T_DICT);
+        tk_put_u32(w, index);
+    } else if (v >= INT32_MIN && v <= INT32_MAX) {
+        tk_put_u8(w, TK_T_INT32);
+        tk_put_u32(w, (uint32_t)(int32_t)v);
+    } else if (was >= TK_T_WORD_SIZE) {
+        tk_put_u8(w, TK_T_INT);
+        tk_put_word(w, (uint64_t)v);
+    } else {
+        return false; /* a 4-byte word holds no larger small integer */
+    }
+    return true;
+}
+
+static bool xlate_term(tk_rbuf *r, tk_wbuf *w, unsigned depth,
+                       const tk_xlate *x)
+{
+    unsigned tag;
+    uint32_t n, w32;
+    uint64_t word;
+    if (!tk_get_u8(r, &tag))
+        return false;
+    switch (tag) {
+    case TK_T_IMM:
+        return tk_get_word(r, &word) && xlate_imm(w, word, TK_T_WORD_SIZE, x);
+    case TK_T_IMM32:
+        return tk_get_u32(r, &w32) && xlate_imm(w, w32, TK_T_IMM32_SIZE, x);
+    case TK_T_NIL:
+    case TK_T_CUT:
+        tk_put_u8(w, tag);
+        return true;
+    case TK_T_INT:
+    case TK_T_FLOAT:
+        tk_put_u8(w, tag);
+        return pass(r, w, 8);
+    case TK_T_INT32:
+    case TK_T_DICT:
+        tk_put_u8(w, tag);
+        return pass(r, w, 4);
+    case TK_T_BIN:
+    case TK_T_EXT:
+    case TK_T_FUN:
+    case TK_T_BINCUT:
+        tk_put_u8(w, tag);
+        if (!tk_get_u32(r, &n))
+            return false;
+        tk_put_u32(w, n);
+        return pass(r, w, (tag == TK_T_BINCUT ? 8 : 0) + (size_t)n);
+    case TK_T_LIST:
+    case TK_T_TUPLE:
+    case TK_T_MAP:
+        if (!tk_term_may_nest(depth) || !tk_get_u32(r, &n))
+            return false;
+        tk_put_u8(w, tag);
+        tk_put_u32(w, n);
+        if (tag == TK_T_MAP)
+            return xlate_terms(r, w, 2 * (uint64_t)n, depth + 1, x);
+        return xlate_terms(r, w, n, depth + 1, x) &&
+               (tag == TK_T_TUPLE || xlate_term(r, w, depth + 1, x));
+    default:
+        return false;
+    }
+}
+
+size_t tk_event_to_file(const void *rec, size_t len, unsigned char *out,
+                        const tk_xlate *x)
+{
+    tk_rbuf r = {rec, (const unsigned char *)rec + len};
+    tk_wbuf w = {out, out + len};
+    tk_event ev;
+    if (tk_event_parse(rec, len, &ev) != 0 || !pass(&r, &w, TK_EVENT_HEAD))
+        return 0;
+    for (int f = 0; f < TK_F_COUNT; f++)
+        if (ev.field[f].len > 0 && !xlate_term(&r, &w, 0, x))
+            return 0;
+    return (size_t)(w.p - out);
 }

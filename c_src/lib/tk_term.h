@@ -26,6 +26,7 @@
  *   TK_T_IMM32   u32             the same, for a word below 2^32 (most
  *                                atoms and small integers)
  *   TK_T_INT     int64
+ *   TK_T_INT32   int32           an integer that fits in 32 bits
  *   TK_T_FLOAT   double
  *   TK_T_BIN     u32 n, n bytes
  *   TK_T_BINCUT  u32 n, u64 total, n bytes: a binary cut to its first n
@@ -39,7 +40,11 @@
  *                                environment left out (decodes to
  *                                {'...', fun, Name})
  *   TK_T_CUT                     the marker '...': what did not fit
- * Numbers are in native byte order and unaligned.
+ *   TK_T_DICT    u32             entry n of the trace file's dictionary
+ *                                (only in files, see FORMAT.md: a file
+ *                                holds no VM words)
+ * Numbers are in native byte order and unaligned. (Trace files are
+ * little-endian: tracekit writes them only on little-endian machines.)
  *
  * Nesting. A list, tuple or map may only be opened at a depth where
  * tk_term_may_nest() holds (the terms of an event record are at depth 0,
@@ -70,7 +75,9 @@ enum {
     TK_T_EXT,
     TK_T_FUN,
     TK_T_CUT,
-    TK_T_LAST = TK_T_CUT
+    TK_T_INT32,
+    TK_T_DICT,
+    TK_T_LAST = TK_T_DICT
 };
 
 /* Deepest nesting of containers in an event's term. */
@@ -179,6 +186,24 @@ static inline bool tk_count_ok(const tk_rbuf *r, uint64_t n)
 /* Steps over one term at `depth`, checking it. */
 bool tk_term_skip(tk_rbuf *r, unsigned depth);
 
+/* ---- an event record in a trace file's form ------------------------------ */
+
+/* What an immediate word of the VM that recorded the event becomes in a
+ * file: a small integer (*is_int set, its value in *ival) or an entry of
+ * the file's dictionary (*index). Returns 0, or -1 if it cannot say (out
+ * of memory): the record is then left out. */
+typedef struct {
+    int (*imm)(void *ctx, uint64_t word, int *is_int, int64_t *ival,
+               uint32_t *index);
+    void *ctx;
+} tk_xlate;
+
+/* Copies an event record into `out` (at least `len` bytes: the file form
+ * is never longer) with every immediate word replaced by what x says.
+ * Returns the bytes written, or 0 if the record is malformed or x fails. */
+size_t tk_event_to_file(const void *rec, size_t len, unsigned char *out,
+                        const tk_xlate *x);
+
 /* ---- writing terms ------------------------------------------------------ */
 
 /* The writer's cursor never passes `end`; each primitive needs the room
@@ -217,7 +242,7 @@ static inline void tk_put_bytes(tk_wbuf *w, const void *src, size_t n)
 
 /* Sizes of the fixed parts. */
 #define TK_T_WORD_SIZE 9u   /* tag + word: IMM, INT, FLOAT */
-#define TK_T_IMM32_SIZE 5u  /* tag + u32 */
+#define TK_T_IMM32_SIZE 5u  /* tag + u32: IMM32, INT32, DICT */
 #define TK_T_HEAD_SIZE 5u   /* tag + u32: BIN, LIST, TUPLE, MAP, EXT, FUN */
 #define TK_T_BINCUT_HEAD 13u
 

@@ -152,3 +152,69 @@ TK_TEST(term_parse_refuses_malformed_records)
     put_int(&w, 2);
     TK_CHECK_EQ(tk_event_parse(buf, (size_t)(w.p - buf), &ev), -1);
 }
+
+/* A fake VM: words below 1000 are small integers (word / 16), others
+ * dictionary entries (word - 1000); word 999 cannot be said. */
+static int fake_imm(void *ctx, uint64_t word, int *is_int, int64_t *ival,
+                    uint32_t *index)
+{
+    int *calls = ctx;
+    (*calls)++;
+    if (word == 999)
+        return -1;
+    *is_int = word < 1000;
+    *ival = (int64_t)(word / 16);
+    *index = (uint32_t)(word - 1000);
+    return 0;
+}
+
+/* The file form: immediates become integers or dictionary entries, every
+ * other term is copied as it is, and the result is never longer. */
+TK_TEST(term_event_to_file_form)
+{
+    unsigned char buf[256], out[256];
+    tk_wbuf w = {buf, buf + sizeof buf};
+    tk_put_u8(&w, TK_EV_EXTRA);
+    tk_put_u8(&w, TK_TAG_send);
+    tk_put_u8(&w, TK_T_IMM); /* tracee: a pid, entry 7 */
+    tk_put_word(&w, 1007);
+    tk_put_u8(&w, TK_T_IMM32); /* extra: small integer 5 */
+    tk_put_u32(&w, 80);
+    tk_put_u8(&w, TK_T_LIST); /* message: [atom entry 2, 3.0 | 1.5] */
+    tk_put_u32(&w, 2);
+    tk_put_u8(&w, TK_T_IMM32);
+    tk_put_u32(&w, 1002);
+    double f = 3.0;
+    uint64_t fw;
+    memcpy(&fw, &f, 8);
+    tk_put_u8(&w, TK_T_FLOAT);
+    tk_put_word(&w, fw);
+    tk_put_u8(&w, TK_T_BIN);
+    tk_put_u32(&w, 2);
+    tk_put_bytes(&w, "hi", 2);
+    size_t len = (size_t)(w.p - buf);
+    int calls = 0;
+    tk_xlate x = {fake_imm, &calls};
+    size_t n = tk_event_to_file(buf, len, out, &x);
+    TK_REQUIRE(n > 0 && n <= len);
+    TK_CHECK_EQ(calls, 3);
+    tk_event ev;
+    TK_REQUIRE(tk_event_parse(out, n, &ev) == 0);
+    TK_CHECK_EQ(ev.field[TK_F_TRACEE].p[0], TK_T_DICT);
+    uint32_t v;
+    memcpy(&v, ev.field[TK_F_TRACEE].p + 1, 4);
+    TK_CHECK_EQ(v, 7);
+    TK_CHECK_EQ(ev.field[TK_F_EXTRA].p[0], TK_T_INT32);
+    memcpy(&v, ev.field[TK_F_EXTRA].p + 1, 4);
+    TK_CHECK_EQ(v, 5);
+    const unsigned char *m = ev.field[TK_F_MSG].p;
+    TK_CHECK_EQ(m[0], TK_T_LIST);
+    TK_CHECK_EQ(m[5], TK_T_DICT);
+    TK_CHECK_EQ(m[10], TK_T_FLOAT);
+    TK_CHECK(memcmp(m + 11, &fw, 8) == 0);
+    TK_CHECK_EQ(m[19], TK_T_BIN);
+    /* A word the VM side cannot say leaves the record out. */
+    buf[3] = 999 & 0xff;
+    buf[4] = 999 >> 8;
+    TK_CHECK_EQ(tk_event_to_file(buf, len, out, &x), 0);
+}

@@ -108,4 +108,10 @@ size_t tk_enc_event(ErlNifEnv *env, const tk_codec *c, const tk_payload *pl,
 int tk_dec_event(ErlNifEnv *env, const tk_codec *c, const void *rec,
                  size_t len, ERL_NIF_TERM *out);
 
+/* The same for an event record in a trace file's form, whose dictionary
+ * entries are dict[0 .. ndict). */
+int tk_dec_file_event(ErlNifEnv *env, const tk_codec *c, const void *rec,
+                      size_t len, const ERL_NIF_TERM *dict, size_t ndict,
+                      ERL_NIF_TERM *out);
+
 #endif

@@ -15,6 +15,8 @@ typedef struct {
     ErlNifEnv *env;
     const tk_codec *c;
     tk_rbuf r;
+    const ERL_NIF_TERM *dict; /* a trace file's dictionary, or NULL */
+    size_t ndict;
 } dec;
 
 static int dec_value(dec *d, ERL_NIF_TERM *out);
@@ -148,6 +150,20 @@ static int dec_value(dec *d, ERL_NIF_TERM *out)
         *out = (ERL_NIF_TERM)w32;
         return 1;
     }
+    case TK_T_INT32: {
+        uint32_t w32;
+        if (!tk_get_u32(&d->r, &w32))
+            return 0;
+        *out = enif_make_int(d->env, (int32_t)w32);
+        return 1;
+    }
+    case TK_T_DICT: {
+        uint32_t i;
+        if (!tk_get_u32(&d->r, &i) || d->dict == NULL || i >= d->ndict)
+            return 0;
+        *out = d->dict[i];
+        return 1;
+    }
     case TK_T_INT:
         if (!tk_get_word(&d->r, &w))
             return 0;
@@ -185,6 +201,13 @@ static int dec_value(dec *d, ERL_NIF_TERM *out)
 int tk_dec_event(ErlNifEnv *env, const tk_codec *c, const void *rec,
                  size_t len, ERL_NIF_TERM *out)
 {
+    return tk_dec_file_event(env, c, rec, len, NULL, 0, out);
+}
+
+int tk_dec_file_event(ErlNifEnv *env, const tk_codec *c, const void *rec,
+                      size_t len, const ERL_NIF_TERM *dict, size_t ndict,
+                      ERL_NIF_TERM *out)
+{
     tk_event ev;
     ERL_NIF_TERM f[TK_F_COUNT] = {0};
     if (tk_event_parse(rec, len, &ev) != 0)
@@ -192,7 +215,8 @@ int tk_dec_event(ErlNifEnv *env, const tk_codec *c, const void *rec,
     for (int i = 0; i < TK_F_COUNT; i++) {
         if (ev.field[i].len == 0)
             continue;
-        dec d = {env, c, {ev.field[i].p, ev.field[i].p + ev.field[i].len}};
+        dec d = {env, c, {ev.field[i].p, ev.field[i].p + ev.field[i].len},
+                 dict, ndict};
         if (!dec_value(&d, &f[i]))
             return 0;
     }

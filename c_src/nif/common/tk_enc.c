@@ -119,7 +119,14 @@ static void enc_integer(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
 {
     ErlNifSInt64 i;
     if (enif_get_int64(e->env, t, &i)) {
-        enc_word(e, TK_T_INT, (uint64_t)i, limit);
+        if (i < INT32_MIN || i > INT32_MAX) {
+            enc_word(e, TK_T_INT, (uint64_t)i, limit);
+        } else if (room(e, limit) < TK_T_IMM32_SIZE) {
+            cut(e, limit);
+        } else {
+            tk_put_u8(&e->w, TK_T_INT32);
+            tk_put_u32(&e->w, (uint32_t)(int32_t)i);
+        }
         return;
     }
     /* A bignum. Under a budget, one too large for it is cut before it is

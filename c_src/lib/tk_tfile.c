@@ -1,0 +1,295 @@
+#include "tk_tfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "tk_crc32c.h"
+#include "tk_mem.h"
+
+/* ---- the chunk head ------------------------------------------------------- */
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    memcpy(p, &v, 4); /* little-endian machines only (tk_term.c checks) */
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* The CRC of a chunk: its type, flags, reserved and length bytes, then its
+ * payload. */
+static uint32_t chunk_crc(const unsigned char *head, const void *payload,
+                          size_t len)
+{
+    return tk_crc32c(tk_crc32c(0, head + 4, 8), payload, len);
+}
+
+static void make_head(unsigned char head[TK_CHUNK_HEAD], unsigned type,
+                      const void *payload, size_t len)
+{
+    put32(head, TK_TFILE_SYNC);
+    head[4] = (unsigned char)type;
+    head[5] = 0;
+    head[6] = head[7] = 0;
+    put32(head + 8, (uint32_t)len);
+    put32(head + 12, chunk_crc(head, payload, len));
+}
+
+/* ---- writing --------------------------------------------------------------- */
+
+int tk_tfile_name(const tk_tfile *f, uint64_t seq, char *out, size_t cap)
+{
+    if (f->file_bytes == 0)
+        return snprintf(out, cap, "%s", f->base);
+    return snprintf(out, cap, "%s.%llu", f->base,
+                    (unsigned long long)(seq % f->count));
+}
+
+/* Writes all of iov, going on after partial writes. 0, or -1. */
+static int write_all(tk_tfile *f, struct iovec *iov, int n)
+{
+    while (n > 0) {
+        ssize_t w = writev(f->fd, iov, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            f->last_errno = errno;
+            f->write_errors++;
+            return -1;
+        }
+        size_t done = (size_t)w;
+        f->in_file += done;
+        f->total += done;
+        while (n > 0 && done >= iov->iov_len) {
+            done -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + done;
+            iov->iov_len -= done;
+        }
+    }
+    return 0;
+}
+
+/* Opens file f->seq, truncated, and writes the magic. */
+static int open_current(tk_tfile *f)
+{
+    char name[4096];
+    if (tk_tfile_name(f, f->seq, name, sizeof name) >= (int)sizeof name) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    f->fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (f->fd < 0)
+        return -1;
+    f->in_file = 0;
+    struct iovec iov = {(void *)TK_TFILE_MAGIC, TK_TFILE_MAGIC_LEN};
+    return write_all(f, &iov, 1);
+}
+
+int tk_tfile_open(tk_tfile *f, const char *base, uint64_t file_bytes,
+                  unsigned count, uint64_t max_bytes)
+{
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    size_t n = strlen(base);
+    f->base = tk_mem_alloc(n + 1);
+    if (f->base == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    memcpy(f->base, base, n + 1);
+    f->file_bytes = count > 0 ? file_bytes : 0;
+    f->count = f->file_bytes > 0 ? count : 1;
+    f->max_bytes = max_bytes;
+    if (open_current(f) != 0) {
+        int e = errno;
+        tk_tfile_close(f);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+uint64_t tk_tfile_room(const tk_tfile *f)
+{
+    if (f->file_bytes == 0)
+        return UINT64_MAX;
+    return f->in_file < f->file_bytes ? f->file_bytes - f->in_file : 0;
+}
+
+int tk_tfile_rotate(tk_tfile *f)
+{
+    if (f->file_bytes == 0)
+        return 0;
+    if (f->fd >= 0)
+        close(f->fd);
+    f->fd = -1;
+    f->seq++;
+    if (open_current(f) != 0) {
+        if (f->fd < 0) { /* could not even open it */
+            f->last_errno = errno;
+            f->write_errors++;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+int tk_tfile_chunk(tk_tfile *f, unsigned type, const void *payload,
+                   size_t len)
+{
+    if (f->max_bytes != 0 && f->total + TK_CHUNK_HEAD + len > f->max_bytes)
+        return 1;
+    if (f->fd < 0) {
+        f->write_errors++;
+        return -1;
+    }
+    unsigned char head[TK_CHUNK_HEAD];
+    make_head(head, type, payload, len);
+    struct iovec iov[2] = {{head, TK_CHUNK_HEAD}, {(void *)payload, len}};
+    return write_all(f, iov, len > 0 ? 2 : 1);
+}
+
+int tk_tfile_sync(tk_tfile *f)
+{
+    if (f->fd < 0 || fdatasync(f->fd) != 0) {
+        f->last_errno = f->fd < 0 ? EBADF : errno;
+        f->write_errors++;
+        return -1;
+    }
+    return 0;
+}
+
+void tk_tfile_close(tk_tfile *f)
+{
+    if (f->fd >= 0)
+        close(f->fd);
+    f->fd = -1;
+    tk_mem_free(f->base);
+    f->base = NULL;
+}
+
+/* ---- reading ---------------------------------------------------------------- */
+
+int tk_tread_open(tk_tread *r, const char *path)
+{
+    memset(r, 0, sizeof *r);
+    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (r->fd < 0)
+        return -1;
+    struct stat st;
+    char magic[TK_TFILE_MAGIC_LEN];
+    if (fstat(r->fd, &st) != 0) {
+        int e = errno;
+        tk_tread_close(r);
+        errno = e;
+        return -1;
+    }
+    r->size = (uint64_t)st.st_size;
+    if (pread(r->fd, magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
+        memcmp(magic, TK_TFILE_MAGIC, sizeof magic) != 0) {
+        tk_tread_close(r);
+        return -2;
+    }
+    r->off = TK_TFILE_MAGIC_LEN;
+    return 0;
+}
+
+/* Reads exactly n bytes at off into p; 0 or -1. */
+static int read_at(tk_tread *r, void *p, size_t n, uint64_t off)
+{
+    unsigned char *q = p;
+    while (n > 0) {
+        ssize_t got = pread(r->fd, q, n, (off_t)off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return -1;
+        q += got;
+        n -= (size_t)got;
+        off += (uint64_t)got;
+    }
+    return 0;
+}
+
+/* Whether a good chunk starts at off; loads its payload into r->buf. */
+static int chunk_at(tk_tread *r, uint64_t off, unsigned *type, size_t *len)
+{
+    unsigned char head[TK_CHUNK_HEAD];
+    if (off + TK_CHUNK_HEAD > r->size || read_at(r, head, TK_CHUNK_HEAD, off) != 0 ||
+        get32(head) != TK_TFILE_SYNC || head[5] != 0 || head[6] != 0 || head[7] != 0)
+        return 0;
+    uint32_t n = get32(head + 8);
+    if (n > TK_CHUNK_MAX || off + TK_CHUNK_HEAD + n > r->size)
+        return 0;
+    if (n > r->cap) {
+        unsigned char *b = tk_mem_alloc(n);
+        if (b == NULL)
+            return 0;
+        tk_mem_free(r->buf);
+        r->buf = b;
+        r->cap = n;
+    }
+    if (read_at(r, r->buf, n, off + TK_CHUNK_HEAD) != 0 ||
+        chunk_crc(head, r->buf, n) != get32(head + 12))
+        return 0;
+    *type = head[4];
+    *len = n;
+    return 1;
+}
+
+int tk_tread_next(tk_tread *r, unsigned *type, const unsigned char **payload,
+                  size_t *len)
+{
+    if (r->off >= r->size)
+        return TK_TREAD_EOF;
+    if (!chunk_at(r, r->off, type, len))
+        return TK_TREAD_CORRUPT;
+    *payload = r->buf;
+    r->off += TK_CHUNK_HEAD + *len;
+    return TK_TREAD_CHUNK;
+}
+
+int tk_tread_resync(tk_tread *r)
+{
+    unsigned char block[65536];
+    unsigned type;
+    size_t len;
+    for (uint64_t at = r->off + 1; at + TK_CHUNK_HEAD <= r->size;) {
+        size_t n = sizeof block;
+        if (at + n > r->size)
+            n = (size_t)(r->size - at);
+        if (read_at(r, block, n, at) != 0)
+            return 0;
+        for (size_t i = 0; i + 4 <= n; i++)
+            if (get32(block + i) == TK_TFILE_SYNC && chunk_at(r, at + i, &type, &len)) {
+                r->off = at + i;
+                return 1;
+            }
+        at += n > 3 ? n - 3 : 1; /* a sync word may straddle blocks */
+    }
+    return 0;
+}
+
+void tk_tread_close(tk_tread *r)
+{
+    if (r->fd >= 0)
+        close(r->fd);
+    r->fd = -1;
+    tk_mem_free(r->buf);
+    r->buf = NULL;
+    r->cap = 0;
+}

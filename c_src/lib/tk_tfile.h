@@ -1,0 +1,111 @@
+/* tk_tfile.h: trace files (FORMAT.md): chunks written to a file or a wrap
+ * set of files, and read back with their checks.
+ *
+ * Writing is done by one thread (the tracer's writer thread); the file
+ * descriptor, counters and sequence are its own, read by others only as
+ * statistics. What a chunk holds is the caller's business; this layer
+ * frames it (sync word, type, length, CRC-32C), writes it with one
+ * writev, rotates the files of a wrap set, and counts what it could not
+ * write.
+ *
+ * Reading keeps one chunk in memory at a time, so a file of any size is
+ * read in the memory of its largest chunk.
+ */
+#ifndef TK_TFILE_H
+#define TK_TFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TK_TFILE_MAGIC "TKTRACE1"
+#define TK_TFILE_MAGIC_LEN 8
+#define TK_TFILE_SYNC 0x4B434B54u /* "TKCK" */
+#define TK_CHUNK_HEAD 16u         /* sync, type, flags, reserved, length, crc */
+#define TK_CHUNK_MAX (1u << 30)   /* the largest payload a reader accepts */
+
+enum {
+    TK_CHUNK_HEADER = 1,
+    TK_CHUNK_DICT = 2,
+    TK_CHUNK_EVENTS = 3,
+    TK_CHUNK_LOST = 4,
+    TK_CHUNK_END = 5
+};
+
+/* ---- writing --------------------------------------------------------------- */
+
+typedef struct {
+    char *base;          /* the path, or a wrap set's base name */
+    uint64_t file_bytes; /* wrap set: bytes per file; 0: one file */
+    unsigned count;      /* wrap set: files in turn */
+    uint64_t max_bytes;  /* 0: no limit on the bytes of all files */
+    int fd;              /* -1 when no file is open */
+    uint64_t seq;        /* the open file's sequence number */
+    uint64_t in_file;    /* bytes written to the open file */
+    uint64_t total;      /* bytes written in all */
+    uint64_t write_errors;
+    int last_errno;
+} tk_tfile;
+
+/* The name of file `seq` of a set: the path itself, or base.N with N =
+ * seq mod count for a wrap set. Returns the length (as snprintf). */
+int tk_tfile_name(const tk_tfile *f, uint64_t seq, char *out, size_t cap);
+
+/* Opens file 0 (created or truncated) and writes the magic. 0, or -1 with
+ * errno set (the file could not be created: a missing directory, no
+ * permission). file_bytes 0: a single file. */
+int tk_tfile_open(tk_tfile *f, const char *base, uint64_t file_bytes,
+                  unsigned count, uint64_t max_bytes);
+
+/* Bytes the open file of a wrap set may still take (UINT64_MAX for a
+ * single file). */
+uint64_t tk_tfile_room(const tk_tfile *f);
+
+/* Moves to the next file of a wrap set (reusing the oldest once there are
+ * `count`), writes its magic. 0, or -1 (counted as a write error). */
+int tk_tfile_rotate(tk_tfile *f);
+
+/* Writes one chunk. 0 when written; 1 when the total size limit refuses
+ * it (nothing is written); -1 on a write error (counted). */
+int tk_tfile_chunk(tk_tfile *f, unsigned type, const void *payload,
+                   size_t len);
+
+/* Flushes to the device (fdatasync). 0 or -1. */
+int tk_tfile_sync(tk_tfile *f);
+
+void tk_tfile_close(tk_tfile *f);
+
+/* ---- reading ---------------------------------------------------------------- */
+
+typedef struct {
+    int fd;
+    uint64_t off;    /* where the next chunk starts */
+    uint64_t size;   /* the file's size when opened */
+    unsigned char *buf;
+    size_t cap;
+} tk_tread;
+
+enum {
+    TK_TREAD_CHUNK = 1,   /* a chunk was read */
+    TK_TREAD_EOF = 0,     /* no more chunks: the file ends on a chunk */
+    TK_TREAD_CORRUPT = -1 /* a damaged or cut chunk at r->off */
+};
+
+/* Opens a trace file. 0; -1 with errno set if it cannot be read; -2 if it
+ * is not a trace file (no magic). */
+int tk_tread_open(tk_tread *r, const char *path);
+
+/* The next chunk: TK_TREAD_CHUNK with *type, *payload and *len (the
+ * payload stays valid until the next call), TK_TREAD_EOF, or
+ * TK_TREAD_CORRUPT (r->off is where the bad chunk starts; nothing has been
+ * consumed). */
+int tk_tread_next(tk_tread *r, unsigned *type, const unsigned char **payload,
+                  size_t *len);
+
+/* After TK_TREAD_CORRUPT: finds the next chunk that checks out after
+ * r->off. 1 when there is one (r->off is there), 0 when there is none. */
+int tk_tread_resync(tk_tread *r);
+
+void tk_tread_close(tk_tread *r);
+
+#endif

@@ -1,0 +1,240 @@
+/* Tests of trace file framing (tk_tfile): chunks written and read back,
+ * wrap sets, size limits, write errors, and files cut short or damaged. */
+#include "tk_tfile.h"
+#include "tk_test.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A fresh directory for a test's files. */
+static void temp_dir(char *out, size_t cap)
+{
+    snprintf(out, cap, "/tmp/tk_tfile_XXXXXX");
+    if (mkdtemp(out) == NULL)
+        abort();
+}
+
+static void remove_dir(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        abort();
+}
+
+/* Payload of chunk i: its number, then bytes derived from it. */
+static size_t payload(unsigned i, unsigned char *p)
+{
+    size_t n = 4 + (i * 37) % 300;
+    memcpy(p, &i, 4);
+    for (size_t k = 4; k < n; k++)
+        p[k] = (unsigned char)(i + k);
+    return n;
+}
+
+/* Reads every chunk: how many in order, stopping at the first that is not
+ * chunk number `next`. */
+static unsigned read_all(const char *path, int *last)
+{
+    tk_tread r;
+    unsigned type, n = 0;
+    const unsigned char *p;
+    size_t len;
+    unsigned char want[400];
+    if (tk_tread_open(&r, path) != 0)
+        return 0;
+    while ((*last = tk_tread_next(&r, &type, &p, &len)) == TK_TREAD_CHUNK) {
+        size_t wl = payload(n, want);
+        if (type != TK_CHUNK_EVENTS || len != wl || memcmp(p, want, wl) != 0)
+            break;
+        n++;
+    }
+    tk_tread_close(&r);
+    return n;
+}
+
+TK_TEST(tfile_chunks_round_trip)
+{
+    char dir[64], path[128];
+    temp_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/t", dir);
+    tk_tfile f;
+    unsigned char p[400];
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0) == 0);
+    for (unsigned i = 0; i < 500; i++)
+        TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
+    TK_CHECK_EQ(tk_tfile_sync(&f), 0);
+    uint64_t total = f.total;
+    tk_tfile_close(&f);
+    int last;
+    TK_CHECK_EQ(read_all(path, &last), 500);
+    TK_CHECK_EQ(last, TK_TREAD_EOF);
+    FILE *fp = fopen(path, "rb");
+    TK_REQUIRE(fp != NULL);
+    fseek(fp, 0, SEEK_END);
+    TK_CHECK_EQ(ftell(fp), (long)total);
+    fclose(fp);
+    remove_dir(dir);
+}
+
+/* A file cut anywhere reads its complete chunks, then says where the cut
+ * chunk starts; nothing after the cut is made up. */
+TK_TEST(tfile_cut_short_reads_complete_chunks)
+{
+    char dir[64], path[128];
+    temp_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/t", dir);
+    tk_tfile f;
+    unsigned char p[400];
+    uint64_t ends[21];
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0) == 0);
+    ends[0] = f.total;
+    for (unsigned i = 0; i < 20; i++) {
+        TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
+        ends[i + 1] = f.total;
+    }
+    tk_tfile_close(&f);
+    for (uint64_t cut = ends[0]; cut < ends[20]; cut += 7) {
+        TK_REQUIRE(truncate(path, (off_t)cut) == 0);
+        unsigned complete = 0;
+        while (complete < 20 && ends[complete + 1] <= cut)
+            complete++;
+        int last;
+        TK_CHECK_EQ(read_all(path, &last), complete);
+        TK_CHECK_EQ(last, cut == ends[complete] ? TK_TREAD_EOF : TK_TREAD_CORRUPT);
+        /* Put the file back for the next cut. */
+        TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0) == 0);
+        for (unsigned i = 0; i < 20; i++)
+            TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
+        tk_tfile_close(&f);
+    }
+    remove_dir(dir);
+}
+
+/* A changed byte makes its chunk corrupt; the reader can go on at the next
+ * good chunk. */
+TK_TEST(tfile_damage_is_found_and_skipped)
+{
+    char dir[64], path[128];
+    temp_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/t", dir);
+    tk_tfile f;
+    unsigned char p[400];
+    uint64_t ends[11];
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0) == 0);
+    ends[0] = f.total;
+    for (unsigned i = 0; i < 10; i++) {
+        TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
+        ends[i + 1] = f.total;
+    }
+    tk_tfile_close(&f);
+    /* Damage chunk 4, anywhere in it. */
+    for (uint64_t at = ends[4]; at < ends[5]; at += 5) {
+        int fd = open(path, O_RDWR);
+        TK_REQUIRE(fd >= 0);
+        unsigned char b;
+        TK_REQUIRE(pread(fd, &b, 1, (off_t)at) == 1);
+        b ^= 0x5a;
+        TK_REQUIRE(pwrite(fd, &b, 1, (off_t)at) == 1);
+        tk_tread r;
+        unsigned type, n = 0;
+        const unsigned char *q;
+        size_t len;
+        TK_REQUIRE(tk_tread_open(&r, path) == 0);
+        int rc;
+        while ((rc = tk_tread_next(&r, &type, &q, &len)) == TK_TREAD_CHUNK)
+            n++;
+        TK_CHECK_EQ(n, 4);
+        TK_CHECK_EQ(rc, TK_TREAD_CORRUPT);
+        TK_CHECK_EQ(r.off, ends[4]);
+        TK_REQUIRE(tk_tread_resync(&r) == 1);
+        TK_CHECK_EQ(r.off, ends[5]);
+        while (tk_tread_next(&r, &type, &q, &len) == TK_TREAD_CHUNK)
+            n++;
+        TK_CHECK_EQ(n, 9);
+        tk_tread_close(&r);
+        b ^= 0x5a;
+        TK_REQUIRE(pwrite(fd, &b, 1, (off_t)at) == 1);
+        close(fd);
+    }
+    remove_dir(dir);
+}
+
+/* A wrap set: files base.0 .. base.N-1 reused in turn, the newest kept. */
+TK_TEST(tfile_wrap_set_rotates)
+{
+    char dir[64], base[128], name[160];
+    temp_dir(dir, sizeof dir);
+    snprintf(base, sizeof base, "%s/w", dir);
+    tk_tfile f;
+    unsigned char p[400];
+    TK_REQUIRE(tk_tfile_open(&f, base, 1000, 3, 0) == 0);
+    unsigned chunks = 0;
+    for (unsigned i = 0; i < 40; i++) {
+        size_t n = payload(i, p);
+        if (tk_tfile_room(&f) < TK_CHUNK_HEAD + n) {
+            TK_REQUIRE(tk_tfile_rotate(&f) == 0);
+            chunks = 0;
+        }
+        /* Each file's chunks count from 0 in the file. */
+        memcpy(p, &chunks, 4);
+        TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, n) == 0);
+        chunks++;
+    }
+    TK_CHECK(f.seq >= 5);
+    TK_CHECK(f.in_file <= 1000);
+    uint64_t seq = f.seq;
+    tk_tfile_close(&f);
+    for (unsigned k = 0; k < 3; k++) {
+        snprintf(name, sizeof name, "%s.%u", base, k);
+        TK_CHECK(access(name, R_OK) == 0);
+    }
+    snprintf(name, sizeof name, "%s.3", base);
+    TK_CHECK(access(name, F_OK) != 0);
+    snprintf(name, sizeof name, "%s.%u", base, (unsigned)(seq % 3));
+    tk_tread r;
+    unsigned type;
+    const unsigned char *q;
+    size_t len;
+    TK_REQUIRE(tk_tread_open(&r, name) == 0);
+    TK_REQUIRE(tk_tread_next(&r, &type, &q, &len) == TK_TREAD_CHUNK);
+    tk_tread_close(&r);
+    remove_dir(dir);
+}
+
+/* The size limit refuses a chunk that would pass it; a file that cannot be
+ * created says why; a full device counts its write errors. */
+TK_TEST(tfile_limits_and_errors)
+{
+    char dir[64], path[128];
+    temp_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/t", dir);
+    tk_tfile f;
+    unsigned char p[400] = {0};
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 100) == 0);
+    TK_CHECK_EQ(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, 50), 0);
+    TK_CHECK_EQ(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, 50), 1);
+    TK_CHECK_EQ(f.total, TK_TFILE_MAGIC_LEN + TK_CHUNK_HEAD + 50);
+    tk_tfile_close(&f);
+    snprintf(path, sizeof path, "%s/no/such/dir/t", dir);
+    errno = 0;
+    TK_CHECK_EQ(tk_tfile_open(&f, path, 0, 0, 0), -1);
+    TK_CHECK_EQ(errno, ENOENT);
+    if (access("/dev/full", W_OK) == 0) {
+        TK_CHECK_EQ(tk_tfile_open(&f, "/dev/full", 0, 0, 0), -1);
+        TK_CHECK_EQ(errno, ENOSPC);
+    }
+    remove_dir(dir);
+}
+
+/* Not a trace file, or no file at all. */
+TK_TEST(tfile_reader_refuses_other_files)
+{
+    tk_tread r;
+    TK_CHECK_EQ(tk_tread_open(&r, "/no/such/file"), -1);
+    TK_CHECK_EQ(tk_tread_open(&r, "/etc/hostname"), -2);
+}
