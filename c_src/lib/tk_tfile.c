@@ -293,3 +293,177 @@ void tk_tread_close(tk_tread *r)
     r->buf = NULL;
     r->cap = 0;
 }
+
+/* ---- chunk payloads ------------------------------------------------------------ */
+
+static int take(const unsigned char **p, const unsigned char *end, void *out,
+                size_t n)
+{
+    if ((size_t)(end - *p) < n)
+        return -1;
+    memcpy(out, *p, n);
+    *p += n;
+    return 0;
+}
+
+uint64_t tk_anchor_time(tk_anchor a, tk_anchor b, uint64_t stamp)
+{
+    if (b.stamp <= a.stamp || b.system <= a.system) {
+        int64_t d = (int64_t)(stamp - b.stamp);
+        return (uint64_t)((int64_t)b.system + d);
+    }
+    double rate = (double)(b.system - a.system) / (double)(b.stamp - a.stamp);
+    double dt = ((double)stamp - (double)a.stamp) * rate;
+    return (uint64_t)((double)a.system + dt);
+}
+
+int tk_events_begin(tk_events_iter *it, const unsigned char *payload,
+                    size_t len)
+{
+    it->p = payload;
+    it->end = payload + len;
+    return take(&it->p, it->end, &it->anchor.stamp, 8) == 0 &&
+                   take(&it->p, it->end, &it->anchor.system, 8) == 0 &&
+                   take(&it->p, it->end, &it->left, 4) == 0
+               ? 0
+               : -1;
+}
+
+int tk_events_next(tk_events_iter *it, uint64_t *stamp,
+                   const unsigned char **rec, size_t *len)
+{
+    uint32_t n;
+    if (it->left == 0)
+        return it->p == it->end ? 0 : -1;
+    if (take(&it->p, it->end, &n, 4) != 0 || take(&it->p, it->end, stamp, 8) != 0 ||
+        (size_t)(it->end - it->p) < n)
+        return -1;
+    *rec = it->p;
+    *len = n;
+    it->p += n;
+    it->left--;
+    return 1;
+}
+
+int tk_dict_begin(tk_dict_iter *it, const unsigned char *payload, size_t len)
+{
+    it->p = payload;
+    it->end = payload + len;
+    return take(&it->p, it->end, &it->first, 4) == 0 &&
+                   take(&it->p, it->end, &it->left, 4) == 0
+               ? 0
+               : -1;
+}
+
+int tk_dict_next(tk_dict_iter *it, const unsigned char **ext, size_t *len)
+{
+    uint32_t n;
+    if (it->left == 0)
+        return it->p == it->end ? 0 : -1;
+    if (take(&it->p, it->end, &n, 4) != 0 || (size_t)(it->end - it->p) < n)
+        return -1;
+    *ext = it->p;
+    *len = n;
+    it->p += n;
+    it->left--;
+    return 1;
+}
+
+int tk_lost_read(const unsigned char *payload, size_t len, uint64_t *count,
+                 uint64_t *stamp)
+{
+    const unsigned char *p = payload;
+    return len == 16 && take(&p, payload + len, count, 8) == 0 &&
+                   take(&p, payload + len, stamp, 8) == 0
+               ? 0
+               : -1;
+}
+
+/* ---- building chunk payloads -------------------------------------------------- */
+
+int tk_bytes_reserve(tk_bytes *b, size_t more)
+{
+    if (b->len + more <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + more)
+        cap *= 2;
+    unsigned char *q = tk_mem_realloc(b->p, b->len, cap);
+    if (q == NULL)
+        return -1;
+    b->p = q;
+    b->cap = cap;
+    return 0;
+}
+
+void tk_bytes_free(tk_bytes *b)
+{
+    tk_mem_free(b->p);
+    *b = (tk_bytes){NULL, 0, 0};
+}
+
+static void put(tk_bytes *b, const void *v, size_t n)
+{
+    memcpy(b->p + b->len, v, n);
+    b->len += n;
+}
+
+void tk_events_start(tk_bytes *b)
+{
+    b->len = 0;
+    if (tk_bytes_reserve(b, TK_EVENTS_HEAD) == 0)
+        b->len = TK_EVENTS_HEAD;
+}
+
+unsigned char *tk_events_add(tk_bytes *b, uint64_t stamp, size_t len)
+{
+    uint32_t n = (uint32_t)len;
+    if (b->len < TK_EVENTS_HEAD || len > UINT32_MAX ||
+        tk_bytes_reserve(b, TK_EVENTS_REC_HEAD + len) != 0)
+        return NULL;
+    put(b, &n, 4);
+    put(b, &stamp, 8);
+    unsigned char *at = b->p + b->len;
+    b->len += len;
+    return at;
+}
+
+void tk_events_finish(tk_bytes *b, tk_anchor a, uint32_t count)
+{
+    if (b->len < TK_EVENTS_HEAD)
+        return;
+    memcpy(b->p, &a.stamp, 8);
+    memcpy(b->p + 8, &a.system, 8);
+    memcpy(b->p + 16, &count, 4);
+}
+
+void tk_dict_start(tk_bytes *b, uint32_t first)
+{
+    b->len = 0;
+    if (tk_bytes_reserve(b, 8) == 0) {
+        put(b, &first, 4);
+        b->len += 4; /* the count, filled in by tk_dict_finish */
+    }
+}
+
+int tk_dict_add(tk_bytes *b, const void *ext, size_t len)
+{
+    uint32_t n = (uint32_t)len;
+    if (b->len < 8 || len > UINT32_MAX || tk_bytes_reserve(b, 4 + len) != 0)
+        return -1;
+    put(b, &n, 4);
+    put(b, ext, len);
+    return 0;
+}
+
+void tk_dict_finish(tk_bytes *b, uint32_t count)
+{
+    if (b->len >= 8)
+        memcpy(b->p + 4, &count, 4);
+}
+
+void tk_lost_make(unsigned char out[16], uint64_t count, uint64_t stamp)
+{
+    memcpy(out, &count, 8);
+    memcpy(out + 8, &stamp, 8);
+}

@@ -108,4 +108,75 @@ int tk_tread_resync(tk_tread *r);
 
 void tk_tread_close(tk_tread *r);
 
+/* ---- chunk payloads ------------------------------------------------------------ */
+
+/* A stamp and the system time (ns since the epoch) read together. */
+typedef struct {
+    uint64_t stamp, system;
+} tk_anchor;
+
+/* The system time of a stamp, between two anchors of its file (a before
+ * b): linear in between, and at the rate between them beyond them. An
+ * anchor pair without a span (equal stamps) gives b's time offset by the
+ * stamp difference as nanoseconds. */
+uint64_t tk_anchor_time(tk_anchor a, tk_anchor b, uint64_t stamp);
+
+/* An events chunk: its anchor, then records. */
+typedef struct {
+    const unsigned char *p, *end;
+    tk_anchor anchor;
+    uint32_t left; /* records not read yet */
+} tk_events_iter;
+
+/* 0, or -1 if the payload is not an events chunk's. */
+int tk_events_begin(tk_events_iter *it, const unsigned char *payload,
+                    size_t len);
+/* The next record: 1 with its stamp and event record, 0 after the last,
+ * -1 if the chunk is malformed. */
+int tk_events_next(tk_events_iter *it, uint64_t *stamp,
+                   const unsigned char **rec, size_t *len);
+
+/* A dictionary chunk: numbered entries in the external term format. */
+typedef struct {
+    const unsigned char *p, *end;
+    uint32_t first; /* the number of the first entry */
+    uint32_t left;
+} tk_dict_iter;
+
+int tk_dict_begin(tk_dict_iter *it, const unsigned char *payload, size_t len);
+/* 1 with the next entry, 0 after the last, -1 if malformed. */
+int tk_dict_next(tk_dict_iter *it, const unsigned char **ext, size_t *len);
+
+/* ---- building chunk payloads (the writer) ----------------------------------- */
+
+/* A growable byte buffer (tk_mem memory). */
+typedef struct {
+    unsigned char *p;
+    size_t len, cap;
+} tk_bytes;
+
+/* Room for `more` bytes after len. 0, or -1 when out of memory. */
+int tk_bytes_reserve(tk_bytes *b, size_t more);
+void tk_bytes_free(tk_bytes *b);
+
+/* An events chunk in b: start, then each record's room (NULL when out of
+ * memory; the record's len bytes go there), then the anchor and count. */
+#define TK_EVENTS_HEAD 20u /* anchor stamp, anchor system, count */
+#define TK_EVENTS_REC_HEAD 12u /* length, stamp */
+void tk_events_start(tk_bytes *b);
+unsigned char *tk_events_add(tk_bytes *b, uint64_t stamp, size_t len);
+void tk_events_finish(tk_bytes *b, tk_anchor a, uint32_t count);
+
+/* A dictionary chunk in b, its first entry numbered `first`. */
+void tk_dict_start(tk_bytes *b, uint32_t first);
+int tk_dict_add(tk_bytes *b, const void *ext, size_t len);
+void tk_dict_finish(tk_bytes *b, uint32_t count);
+
+/* A lost chunk's payload (16 bytes). */
+void tk_lost_make(unsigned char out[16], uint64_t count, uint64_t stamp);
+
+/* A lost chunk: how many events were refused, and the stamp when. */
+int tk_lost_read(const unsigned char *payload, size_t len, uint64_t *count,
+                 uint64_t *stamp);
+
 #endif

@@ -238,3 +238,69 @@ TK_TEST(tfile_reader_refuses_other_files)
     TK_CHECK_EQ(tk_tread_open(&r, "/no/such/file"), -1);
     TK_CHECK_EQ(tk_tread_open(&r, "/etc/hostname"), -2);
 }
+
+/* Events, dictionary and lost payloads built and read back. */
+TK_TEST(tfile_payloads_round_trip)
+{
+    tk_bytes b = {0};
+    tk_events_start(&b);
+    for (unsigned i = 0; i < 100; i++) {
+        unsigned char *at = tk_events_add(&b, 1000 + i, i % 17);
+        TK_REQUIRE(at != NULL);
+        memset(at, (int)i, i % 17);
+    }
+    tk_events_finish(&b, (tk_anchor){2000, 5000000}, 100);
+    tk_events_iter it;
+    TK_REQUIRE(tk_events_begin(&it, b.p, b.len) == 0);
+    TK_CHECK_EQ(it.anchor.stamp, 2000);
+    TK_CHECK_EQ(it.anchor.system, 5000000);
+    uint64_t stamp;
+    const unsigned char *rec;
+    size_t len;
+    for (unsigned i = 0; i < 100; i++) {
+        TK_REQUIRE(tk_events_next(&it, &stamp, &rec, &len) == 1);
+        TK_CHECK_EQ(stamp, 1000 + i);
+        TK_CHECK_EQ(len, i % 17);
+        TK_CHECK(len == 0 || rec[len - 1] == (unsigned char)i);
+    }
+    TK_CHECK_EQ(tk_events_next(&it, &stamp, &rec, &len), 0);
+    /* A count beyond the records is malformed. */
+    TK_REQUIRE(tk_events_begin(&it, b.p, b.len - 1) == 0);
+    int rc = 1;
+    while (rc == 1)
+        rc = tk_events_next(&it, &stamp, &rec, &len);
+    TK_CHECK_EQ(rc, -1);
+
+    tk_dict_start(&b, 7);
+    TK_REQUIRE(tk_dict_add(&b, "abc", 3) == 0);
+    TK_REQUIRE(tk_dict_add(&b, "", 0) == 0);
+    tk_dict_finish(&b, 2);
+    tk_dict_iter d;
+    TK_REQUIRE(tk_dict_begin(&d, b.p, b.len) == 0);
+    TK_CHECK_EQ(d.first, 7);
+    TK_REQUIRE(tk_dict_next(&d, &rec, &len) == 1);
+    TK_CHECK(len == 3 && memcmp(rec, "abc", 3) == 0);
+    TK_REQUIRE(tk_dict_next(&d, &rec, &len) == 1);
+    TK_CHECK_EQ(len, 0);
+    TK_CHECK_EQ(tk_dict_next(&d, &rec, &len), 0);
+    tk_bytes_free(&b);
+
+    unsigned char lost[16];
+    uint64_t count;
+    tk_lost_make(lost, 42, 99);
+    TK_REQUIRE(tk_lost_read(lost, 16, &count, &stamp) == 0);
+    TK_CHECK_EQ(count, 42);
+    TK_CHECK_EQ(stamp, 99);
+    TK_CHECK_EQ(tk_lost_read(lost, 15, &count, &stamp), -1);
+}
+
+/* Stamps become system time between anchors, linearly, and beyond them at
+ * the same rate. */
+TK_TEST(tfile_anchor_time)
+{
+    tk_anchor a = {1000, 1000000000}, b = {3000, 1000001000};
+    TK_CHECK_EQ(tk_anchor_time(a, b, 1000), 1000000000);
+    TK_CHECK_EQ(tk_anchor_time(a, b, 2000), 1000000500);
+    TK_CHECK_EQ(tk_anchor_time(a, b, 5000), 1000002000);
+    TK_CHECK_EQ(tk_anchor_time(b, b, 3010), 1000001010);
+}
