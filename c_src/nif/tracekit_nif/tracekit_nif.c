@@ -7,28 +7,70 @@
  * tracekit_seq:order/1. Terms come interned as numbers (To is -1 for a
  * print); the answer gives the input positions in causal order, each with
  * the position of its matched send or receive (-1: none), 0-based.
+ *
+ *   file_open(Path) -> {ok, Reader} | {error, Posix | not_a_trace}
+ *   file_next(Reader) -> {Type, Payload} | eof | {corrupt, Offset}
+ *   file_resync(Reader) -> {ok, Offset} | eof
+ *   file_close(Reader) -> ok
+ *   file_events(Payload, Dict, {Stamp, System})
+ *       -> {[{SystemNs, Stamp, Event}], {Stamp, System}, Undecodable}
+ *
+ * Trace files (FORMAT.md), chunk by chunk, for tracekit_file's readers:
+ * the chunk framing and checks are tk_tfile's, the events chunk is decoded
+ * here with the file's dictionary (a tuple of its entries) and the anchor
+ * before it, which give each record's system time.
  */
 #include <erl_nif.h>
+#include <errno.h>
 #include <string.h>
 
+#include "tk_codec.h"
 #include "tk_mem.h"
 #include "tk_niflib.h"
 #include "tk_seqorder.h"
+#include "tk_posix.h"
+#include "tk_tfile.h"
 
-#define NIF_ATOMS(X) X(send) X(receive) X(print) X(true) X(false) X(enomem)
+#define NIF_ATOMS(X)                                                        \
+    X(send) X(receive) X(print) X(true) X(false) X(enomem) X(ok) X(error)   \
+    X(eof) X(corrupt) X(not_a_trace) X(bad_chunk)
 
 typedef struct {
+    ErlNifResourceType *reader_type;
+    tk_codec codec;
     NIF_ATOMS(TK_ATOM_FIELD)
 } nif_lib;
+
+/* A trace file open for reading; calls on one reader are serialised. */
+typedef struct {
+    ErlNifMutex *lock;
+    tk_tread r;
+    bool open;
+} reader;
+
+static void reader_dtor(ErlNifEnv *env, void *obj)
+{
+    (void)env;
+    reader *rd = obj;
+    if (rd->open)
+        tk_tread_close(&rd->r);
+    if (rd->lock != NULL)
+        enif_mutex_destroy(rd->lock);
+}
 
 static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
                     void *old_priv)
 {
-    (void)flags;
     (void)old_priv;
     nif_lib *lib = enif_alloc(sizeof *lib);
     if (lib == NULL)
         return -1;
+    lib->reader_type = enif_open_resource_type(env, NULL, "tracekit_file_reader",
+                                               reader_dtor, flags, NULL);
+    if (lib->reader_type == NULL || tk_codec_init(&lib->codec, env) != 0) {
+        enif_free(lib);
+        return -1;
+    }
     NIF_ATOMS(TK_ATOM_INIT)
     /* The library's memory is VM memory: it shows in erlang:memory(). */
     tk_mem_alloc = enif_alloc;
@@ -113,8 +155,173 @@ out:
     return ret;
 }
 
+/* ---- trace files --------------------------------------------------------------- */
+
+static reader *get_reader(const nif_lib *lib, ErlNifEnv *env, ERL_NIF_TERM t)
+{
+    reader *rd;
+    return enif_get_resource(env, t, lib->reader_type, (void **)&rd) ? rd : NULL;
+}
+
+static ERL_NIF_TERM error2(ErlNifEnv *env, const nif_lib *lib, ERL_NIF_TERM why)
+{
+    return enif_make_tuple2(env, lib->am_error, why);
+}
+
+/* file_open(Path :: binary()) */
+static ERL_NIF_TERM file_open_nif(ErlNifEnv *env, int argc,
+                                  const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    const nif_lib *lib = enif_priv_data(env);
+    ErlNifBinary bin;
+    char path[4096];
+    if (!enif_inspect_binary(env, argv[0], &bin) || bin.size >= sizeof path ||
+        memchr(bin.data, 0, bin.size) != NULL)
+        return enif_make_badarg(env);
+    memcpy(path, bin.data, bin.size);
+    path[bin.size] = 0;
+    reader *rd = enif_alloc_resource(lib->reader_type, sizeof *rd);
+    if (rd == NULL)
+        return enif_raise_exception(env, lib->am_enomem);
+    memset(rd, 0, sizeof *rd);
+    rd->lock = enif_mutex_create("tracekit_file_reader");
+    int rc = rd->lock != NULL ? tk_tread_open(&rd->r, path) : -1;
+    ERL_NIF_TERM ret;
+    if (rc == 0) {
+        rd->open = true;
+        ret = enif_make_tuple2(env, lib->am_ok, enif_make_resource(env, rd));
+    } else if (rc == -2) {
+        ret = error2(env, lib, lib->am_not_a_trace);
+    } else {
+        char name[32];
+        ret = error2(env, lib, enif_make_atom(env, tk_posix_name(rd->lock ? errno : ENOMEM, name, sizeof name)));
+    }
+    enif_release_resource(rd);
+    return ret;
+}
+
+/* file_next(Reader) */
+static ERL_NIF_TERM file_next_nif(ErlNifEnv *env, int argc,
+                                  const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    const nif_lib *lib = enif_priv_data(env);
+    reader *rd = get_reader(lib, env, argv[0]);
+    if (rd == NULL)
+        return enif_make_badarg(env);
+    enif_mutex_lock(rd->lock);
+    unsigned type;
+    const unsigned char *p;
+    size_t len;
+    ERL_NIF_TERM ret;
+    int rc = rd->open ? tk_tread_next(&rd->r, &type, &p, &len) : TK_TREAD_EOF;
+    if (rc == TK_TREAD_CHUNK) {
+        ERL_NIF_TERM bin;
+        unsigned char *data = enif_make_new_binary(env, len, &bin);
+        if (data == NULL) {
+            enif_mutex_unlock(rd->lock);
+            return enif_raise_exception(env, lib->am_enomem);
+        }
+        memcpy(data, p, len);
+        ret = enif_make_tuple2(env, enif_make_uint(env, type), bin);
+    } else if (rc == TK_TREAD_EOF) {
+        ret = lib->am_eof;
+    } else {
+        ret = enif_make_tuple2(env, lib->am_corrupt, enif_make_uint64(env, rd->r.off));
+    }
+    enif_mutex_unlock(rd->lock);
+    return ret;
+}
+
+/* file_resync(Reader) */
+static ERL_NIF_TERM file_resync_nif(ErlNifEnv *env, int argc,
+                                    const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    const nif_lib *lib = enif_priv_data(env);
+    reader *rd = get_reader(lib, env, argv[0]);
+    if (rd == NULL)
+        return enif_make_badarg(env);
+    enif_mutex_lock(rd->lock);
+    ERL_NIF_TERM ret = rd->open && tk_tread_resync(&rd->r)
+                           ? enif_make_tuple2(env, lib->am_ok,
+                                              enif_make_uint64(env, rd->r.off))
+                           : lib->am_eof;
+    enif_mutex_unlock(rd->lock);
+    return ret;
+}
+
+/* file_close(Reader) */
+static ERL_NIF_TERM file_close_nif(ErlNifEnv *env, int argc,
+                                   const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    const nif_lib *lib = enif_priv_data(env);
+    reader *rd = get_reader(lib, env, argv[0]);
+    if (rd == NULL)
+        return enif_make_badarg(env);
+    enif_mutex_lock(rd->lock);
+    if (rd->open)
+        tk_tread_close(&rd->r);
+    rd->open = false;
+    enif_mutex_unlock(rd->lock);
+    return lib->am_ok;
+}
+
+/* file_events(Payload, Dict, {Stamp, System}) */
+static ERL_NIF_TERM file_events_nif(ErlNifEnv *env, int argc,
+                                    const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    const nif_lib *lib = enif_priv_data(env);
+    ErlNifBinary bin;
+    const ERL_NIF_TERM *dict, *prev;
+    int ndict, two;
+    ErlNifUInt64 ps, psys;
+    if (!enif_inspect_binary(env, argv[0], &bin) ||
+        !enif_get_tuple(env, argv[1], &ndict, &dict) ||
+        !enif_get_tuple(env, argv[2], &two, &prev) || two != 2 ||
+        !enif_get_uint64(env, prev[0], &ps) || !enif_get_uint64(env, prev[1], &psys))
+        return enif_make_badarg(env);
+    tk_events_iter it;
+    if (tk_events_begin(&it, bin.data, bin.size) != 0)
+        return error2(env, lib, lib->am_bad_chunk);
+    tk_anchor before = {ps, psys};
+    ERL_NIF_TERM list = enif_make_list(env, 0), ev;
+    uint64_t stamp, bad = 0;
+    const unsigned char *rec;
+    size_t len;
+    int rc;
+    while ((rc = tk_events_next(&it, &stamp, &rec, &len)) == 1) {
+        if (!tk_dec_file_event(env, &lib->codec, rec, len, dict, (size_t)ndict, &ev)) {
+            bad++;
+            continue;
+        }
+        uint64_t t = tk_anchor_time(before, it.anchor, stamp);
+        list = enif_make_list_cell(
+            env, enif_make_tuple3(env, enif_make_uint64(env, t),
+                                  enif_make_uint64(env, stamp), ev),
+            list);
+    }
+    if (rc != 0)
+        return error2(env, lib, lib->am_bad_chunk);
+    ERL_NIF_TERM events;
+    enif_make_reverse_list(env, list, &events);
+    return enif_make_tuple3(
+        env, events,
+        enif_make_tuple2(env, enif_make_uint64(env, it.anchor.stamp),
+                         enif_make_uint64(env, it.anchor.system)),
+        enif_make_uint64(env, bad));
+}
+
 static ErlNifFunc funcs[] = {
     {"seq_order", 1, seq_order_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"file_open", 1, file_open_nif, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"file_next", 1, file_next_nif, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"file_resync", 1, file_resync_nif, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"file_close", 1, file_close_nif, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"file_events", 3, file_events_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
 };
 
 ERL_NIF_INIT(tracekit_nif, funcs, load, NULL, upgrade, unload)
