@@ -28,7 +28,7 @@
 -module(tracekit_ring).
 
 -export([new/0, new/1, set/2, drain/1, drain/2, stats/1, close/1, alive/0,
-         limits/0, tags/0, check_option/2]).
+         limits/0, tags/0, check_option/2, check_config/1]).
 %% erl_tracer callbacks, called by the VM.
 -export([enabled/3, trace/5,
          enabled_send/3, trace_send/5,
@@ -227,12 +227,21 @@ new_nif(_Size, _Policy, _Payload, _MaxBytes, _Tags) ->
 %% the call waits until none of them can still be using the old ones.)
 %% Events refused this way are counted as `filtered' by {@link stats/1}.
 -spec set(ring(), config()) -> ok | {error, {badopt, term()}}.
-set(Ring, Config) when is_map(Config) ->
-    case check_config(maps:to_list(Config), {undefined, undefined, undefined}) of
+set(Ring, Config) ->
+    case check_config(Config) of
         {ok, {Paused, Tags, Sample}} -> set_nif(Ring, Paused, Tags, Sample);
         {error, _} = E -> E
-    end;
-set(_Ring, Config) ->
+    end.
+
+%% @doc Checks the settings of {@link set/2} (tracekit_file takes the
+%% same): `{ok, {Paused, Tags, Sample}}', each `undefined' when left out
+%% (Tags `true' for `all'), or `{error, {badopt, Option}}'.
+-spec check_config(config()) ->
+          {ok, {boolean() | undefined, true | [tag()] | undefined,
+                pos_integer() | undefined}} | {error, {badopt, term()}}.
+check_config(Config) when is_map(Config) ->
+    check_config(maps:to_list(Config), {undefined, undefined, undefined});
+check_config(Config) ->
     {error, {badopt, Config}}.
 
 check_config([], Acc) ->

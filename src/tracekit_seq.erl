@@ -182,7 +182,7 @@ collect(Acc) ->
 order(Events) when is_list(Events) ->
     Parsed = [parse(E) || E <- Events],
     {Input, _} = lists:mapfoldl(fun intern/2, {#{}, 0}, Parsed),
-    Order = tracekit_nif:seq_order(Input),
+    Order = tracekit_core:seq_order(Input),
     Steps = list_to_tuple(Parsed),
     Pos = maps:from_list([{I, N} || {N, {I, _}} <- enumerate(Order)]),
     [Step#{match => case M of

@@ -428,6 +428,13 @@ unsigned char *tk_events_add(tk_bytes *b, uint64_t stamp, size_t len)
     return at;
 }
 
+void tk_events_shrink(tk_bytes *b, unsigned char *at, size_t len, size_t n)
+{
+    uint32_t n32 = (uint32_t)n;
+    memcpy(at - TK_EVENTS_REC_HEAD, &n32, 4);
+    b->len -= len - n;
+}
+
 void tk_events_finish(tk_bytes *b, tk_anchor a, uint32_t count)
 {
     if (b->len < TK_EVENTS_HEAD)

@@ -165,6 +165,8 @@ void tk_bytes_free(tk_bytes *b);
 #define TK_EVENTS_REC_HEAD 12u /* length, stamp */
 void tk_events_start(tk_bytes *b);
 unsigned char *tk_events_add(tk_bytes *b, uint64_t stamp, size_t len);
+/* The record just added (at, len bytes) holds only n bytes: shorten it. */
+void tk_events_shrink(tk_bytes *b, unsigned char *at, size_t len, size_t n);
 void tk_events_finish(tk_bytes *b, tk_anchor a, uint32_t count);
 
 /* A dictionary chunk in b, its first entry numbered `first`. */

@@ -245,9 +245,11 @@ TK_TEST(tfile_payloads_round_trip)
     tk_bytes b = {0};
     tk_events_start(&b);
     for (unsigned i = 0; i < 100; i++) {
-        unsigned char *at = tk_events_add(&b, 1000 + i, i % 17);
+        /* Room for more than the record takes, then shortened. */
+        unsigned char *at = tk_events_add(&b, 1000 + i, i % 17 + 5);
         TK_REQUIRE(at != NULL);
         memset(at, (int)i, i % 17);
+        tk_events_shrink(&b, at, i % 17 + 5, i % 17);
     }
     tk_events_finish(&b, (tk_anchor){2000, 5000000}, 100);
     tk_events_iter it;

@@ -1,4 +1,4 @@
-/* tracekit_nif: tracekit's NIFs that are not tracer callbacks.
+/* tracekit_core: tracekit's NIFs that are not tracer callbacks.
  *
  *   seq_order([{Kind, Label, LastCnt, Serial, From, To, Msg, SpawnReply}])
  *       -> [{Index, Match}]
@@ -9,7 +9,7 @@
  * the position of its matched send or receive (-1: none), 0-based.
  *
  *   file_open(Path) -> {ok, Reader} | {error, Posix | not_a_trace}
- *   file_next(Reader) -> {Type, Payload} | eof | {corrupt, Offset}
+ *   file_next(Reader) -> {Type, Payload, Offset} | eof | {corrupt, Offset}
  *   file_resync(Reader) -> {ok, Offset} | eof
  *   file_close(Reader) -> ok
  *   file_events(Payload, Dict, {Stamp, System})
@@ -215,6 +215,7 @@ static ERL_NIF_TERM file_next_nif(ErlNifEnv *env, int argc,
     const unsigned char *p;
     size_t len;
     ERL_NIF_TERM ret;
+    uint64_t at = rd->r.off;
     int rc = rd->open ? tk_tread_next(&rd->r, &type, &p, &len) : TK_TREAD_EOF;
     if (rc == TK_TREAD_CHUNK) {
         ERL_NIF_TERM bin;
@@ -224,7 +225,8 @@ static ERL_NIF_TERM file_next_nif(ErlNifEnv *env, int argc,
             return enif_raise_exception(env, lib->am_enomem);
         }
         memcpy(data, p, len);
-        ret = enif_make_tuple2(env, enif_make_uint(env, type), bin);
+        ret = enif_make_tuple3(env, enif_make_uint(env, type), bin,
+                               enif_make_uint64(env, at));
     } else if (rc == TK_TREAD_EOF) {
         ret = lib->am_eof;
     } else {
@@ -324,4 +326,4 @@ static ErlNifFunc funcs[] = {
     {"file_events", 3, file_events_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
 };
 
-ERL_NIF_INIT(tracekit_nif, funcs, load, NULL, upgrade, unload)
+ERL_NIF_INIT(tracekit_core, funcs, load, NULL, upgrade, unload)

@@ -1,0 +1,92 @@
+/* file.h: the tracekit_file NIF library: a tracer that streams events to
+ * a trace file (FORMAT.md) or a wrap set of files.
+ *
+ * The hot path is the recorders' (tk_recorder.h): events go into
+ * per-thread rings. A writer thread of the file's own (enif_thread_create,
+ * never a scheduler) takes them out in time order (tk_merge), turns the
+ * VM's words in them into dictionary entries, and writes chunks. A slow
+ * disk fills the rings, and a full ring refuses events in enabled_*, where
+ * they are counted: schedulers never wait for the disk, and memory stays
+ * the rings'.
+ *
+ * Files: file_nif.c (load, new, stats, flush, close, the callbacks),
+ * writer.c (the writer thread).
+ */
+#ifndef TK_FILE_NIF_H
+#define TK_FILE_NIF_H
+
+#include <erl_nif.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tk_merge.h"
+#include "tk_recorder.h"
+#include "tk_tfile.h"
+#include "tk_u64map.h"
+
+#define FILE_ATOMS(X)                                                       \
+    X(error) X(enomem) X(written) X(dropped) X(bytes) X(files)             \
+    X(write_errors) X(buffered) X(filtered) X(truncated) X(producers)      \
+    X(size) X(closed) X(paused) X(sample) X(tags) X(all) X(path) X(file)   \
+    X(last_error) X(none) X(format) X(node) X(otp_release) X(tracekit)     \
+    X(stamp) X(tsc) X(monotonic) X(anchor) X(sequence) X(wrap) X(on_disk)
+
+typedef struct {
+    tk_recorder_lib rec;
+    ErlNifResourceType *file_type;
+#define FILE_ATOM_FIELD(a) ERL_NIF_TERM am_##a;
+    FILE_ATOMS(FILE_ATOM_FIELD)
+#undef FILE_ATOM_FIELD
+} file_lib;
+
+/* The writer thread's own state. */
+typedef struct {
+    tk_tfile tf;
+    tk_merge merge;
+    tk_bytes events, dict;  /* the chunks being built */
+    uint32_t nevents;       /* records in `events` */
+    uint32_t dict_first;    /* the number of dict's first entry */
+    uint32_t dict_next;     /* the number of the next new entry */
+    tk_u64map words;        /* VM word -> entry number, in this file */
+    tk_anchor last_anchor;  /* the previous chunk's (or the header's) */
+    uint64_t lost_noted;    /* refusals already written in lost chunks */
+    uint64_t last_write_ns; /* when the last events chunk was written */
+    size_t chunk_target;    /* bytes of a full events chunk */
+    ErlNifEnv *env;         /* the header's kept terms below */
+    ErlNifEnv *tmp;         /* terms made for one chunk, then cleared */
+    ERL_NIF_TERM node, otp_release, version, wrap, tags; /* in env */
+} file_writer;
+
+typedef struct {
+    tk_recorder *rec;
+
+    /* Between callers (flush, close) and the writer thread, under lock. */
+    ErlNifMutex *lock;
+    ErlNifCond *cond;
+    bool stop;            /* close: drain, end the file, exit */
+    uint64_t flush_asked; /* flush requests made ... */
+    uint64_t flush_done;  /* ... and completed (all recorded before on disk) */
+    bool thread_started, thread_exited;
+    ErlNifTid tid;
+
+    /* Counters of the writer, read by stats/1. */
+    _Atomic uint64_t on_disk;   /* events written to the files */
+    _Atomic uint64_t refused;   /* events the writer could not write */
+    _Atomic uint64_t bytes, files, write_errors;
+    _Atomic int last_errno;
+
+    char *path;
+    file_writer w; /* the writer thread's only */
+} file_res;
+
+/* writer.c */
+int file_writer_start(file_lib *lib, file_res *f);
+/* Asks the writer for a flush and waits for it: returns once every event
+ * recorded before the call is in the file. */
+void file_writer_flush(file_res *f);
+/* Stops the writer (it drains, ends the file and exits) and waits for it. */
+void file_writer_stop(file_res *f);
+void file_writer_free(file_res *f);
+
+#endif

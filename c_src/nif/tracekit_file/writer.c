@@ -1,0 +1,349 @@
+/* writer.c: the writer thread of a trace file.
+ *
+ * It takes records out of the recorder's rings in time order, rewrites
+ * each into a file's form (the VM's words become integers or dictionary
+ * entries: tk_event_to_file) into the events chunk being built, and writes
+ * a chunk, after the dictionary entries its records use, when it is full
+ * or has waited long enough. It alone touches the file and the writer
+ * state; flush and close ask it through the lock and wait for it.
+ */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "file.h"
+#include "tk_clock.h"
+
+#define CHUNK_MAX (256 * 1024) /* bytes of a full events chunk */
+#define CHUNK_MIN (4 * 1024)
+#define WRITE_AFTER_NS 100000000ull /* a waiting chunk goes out after 100 ms */
+#define IDLE_NS 2000000             /* a round that found little sleeps 2 ms */
+
+static uint64_t now_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static tk_anchor anchor_now(void)
+{
+    return (tk_anchor){tk_clock_stamp(), now_ns(CLOCK_REALTIME)};
+}
+
+static void note_error(file_res *f)
+{
+    atomic_store(&f->write_errors, f->w.tf.write_errors);
+    atomic_store(&f->last_errno, f->w.tf.last_errno);
+    atomic_store(&f->bytes, f->w.tf.total);
+}
+
+/* Writes a chunk; 0 when written. Counts what the file layer counted. */
+static int chunk(file_res *f, unsigned type, const void *p, size_t len)
+{
+    int rc = tk_tfile_chunk(&f->w.tf, type, p, len);
+    note_error(f);
+    return rc;
+}
+
+/* The header chunk of the open file (FORMAT.md): an external-format map. */
+static int write_header(file_res *f)
+{
+    file_writer *w = &f->w;
+    ErlNifEnv *env = w->tmp;
+    w->last_anchor = anchor_now();
+    ERL_NIF_TERM keys[] = {
+        enif_make_atom(env, "format"), enif_make_atom(env, "node"),
+        enif_make_atom(env, "otp_release"), enif_make_atom(env, "tracekit"),
+        enif_make_atom(env, "stamp"), enif_make_atom(env, "anchor"),
+        enif_make_atom(env, "sequence"), enif_make_atom(env, "wrap"),
+        enif_make_atom(env, "tags")};
+    ERL_NIF_TERM vals[] = {
+        enif_make_int(env, 1), enif_make_copy(env, w->node),
+        enif_make_copy(env, w->otp_release), enif_make_copy(env, w->version),
+        enif_make_atom(env, tk_clock_tsc ? "tsc" : "monotonic"),
+        enif_make_tuple2(env, enif_make_uint64(env, w->last_anchor.stamp),
+                         enif_make_uint64(env, w->last_anchor.system)),
+        enif_make_uint64(env, w->tf.seq), enif_make_copy(env, w->wrap),
+        enif_make_copy(env, w->tags)};
+    ERL_NIF_TERM map;
+    ErlNifBinary bin;
+    int rc = -1;
+    if (enif_make_map_from_arrays(env, keys, vals, sizeof keys / sizeof keys[0], &map) &&
+        enif_term_to_binary(env, map, &bin)) {
+        rc = chunk(f, TK_CHUNK_HEADER, bin.data, bin.size);
+        enif_release_binary(&bin);
+    }
+    enif_clear_env(env);
+    return rc;
+}
+
+/* A new file of the set has begun: its dictionary starts empty. */
+static void new_dictionary(file_writer *w)
+{
+    tk_u64map_clear(&w->words);
+    w->dict_first = w->dict_next = 0;
+    tk_dict_start(&w->dict, 0);
+}
+
+/* ---- records into chunks --------------------------------------------------------- */
+
+/* A VM word in a record: an integer, or the file's dictionary entry for
+ * it (added on its first use in this file). */
+static int imm_map(void *ctx, uint64_t word, int *is_int, int64_t *ival,
+                   uint32_t *index)
+{
+    file_writer *w = ctx;
+    ERL_NIF_TERM t = (ERL_NIF_TERM)word;
+    ErlNifSInt64 i;
+    if (enif_get_int64(w->env, t, &i)) {
+        *is_int = 1;
+        *ival = i;
+        return 0;
+    }
+    if (tk_u64map_get(&w->words, word, index))
+        return 0;
+    ErlNifBinary bin;
+    if (!enif_term_to_binary(w->env, t, &bin))
+        return -1;
+    int rc = -1;
+    if (tk_bytes_reserve(&w->dict, 4 + bin.size) == 0 &&
+        tk_u64map_put(&w->words, word, w->dict_next) == 0) {
+        (void)tk_dict_add(&w->dict, bin.data, bin.size); /* room reserved */
+        *index = w->dict_next++;
+        rc = 0;
+    }
+    enif_release_binary(&bin);
+    return rc;
+}
+
+/* Writes the chunk being built (and the dictionary entries before it),
+ * then starts the next one. */
+static void write_chunks(file_res *f)
+{
+    file_writer *w = &f->w;
+    if (w->nevents == 0)
+        return;
+    int rc = 0;
+    if (w->dict_next > w->dict_first) {
+        tk_dict_finish(&w->dict, w->dict_next - w->dict_first);
+        rc = chunk(f, TK_CHUNK_DICT, w->dict.p, w->dict.len);
+        if (rc != 0) {
+            /* Entries that did not reach the file are forgotten, so that
+             * later records add them again; numbers stay dense. */
+            tk_u64map_clear(&w->words);
+            w->dict_next = w->dict_first;
+        }
+    }
+    if (rc == 0) {
+        tk_anchor a = anchor_now();
+        tk_events_finish(&w->events, a, w->nevents);
+        rc = chunk(f, TK_CHUNK_EVENTS, w->events.p, w->events.len);
+        w->last_anchor = a;
+    }
+    if (rc == 0)
+        atomic_fetch_add(&f->on_disk, w->nevents);
+    else
+        atomic_fetch_add(&f->refused, w->nevents);
+    w->dict_first = w->dict_next;
+    tk_dict_start(&w->dict, w->dict_first);
+    tk_events_start(&w->events);
+    w->nevents = 0;
+    w->last_write_ns = now_ns(CLOCK_MONOTONIC);
+}
+
+/* A lost chunk for the events refused since the last one. */
+static void note_lost(file_res *f)
+{
+    tk_recorder_stats s;
+    tk_recorder_stats_get(f->rec, &s);
+    uint64_t total = s.dropped + atomic_load(&f->refused);
+    if (total <= f->w.lost_noted)
+        return;
+    unsigned char p[16];
+    tk_lost_make(p, total - f->w.lost_noted, tk_clock_stamp());
+    if (chunk(f, TK_CHUNK_LOST, p, sizeof p) == 0)
+        f->w.lost_noted = total;
+}
+
+/* Before the first record of a chunk: in a wrap set, the next file when
+ * this one has no room for a full chunk. */
+static void maybe_rotate(file_res *f)
+{
+    file_writer *w = &f->w;
+    if (w->tf.file_bytes == 0 || tk_tfile_room(&w->tf) >= w->chunk_target + 2 * TK_CHUNK_HEAD)
+        return;
+    int rc = tk_tfile_rotate(&w->tf);
+    note_error(f);
+    new_dictionary(w);
+    atomic_fetch_add(&f->files, 1);
+    if (rc == 0)
+        (void)write_header(f);
+}
+
+/* One record into the chunk being built. */
+static void add_record(file_res *f, uint64_t stamp, const void *rec, size_t len)
+{
+    file_writer *w = &f->w;
+    if (w->nevents > 0 &&
+        w->events.len + w->dict.len + TK_EVENTS_REC_HEAD + len > w->chunk_target)
+        write_chunks(f);
+    if (w->nevents == 0)
+        maybe_rotate(f);
+    unsigned char *at = tk_events_add(&w->events, stamp, len);
+    tk_xlate x = {imm_map, w};
+    size_t n = at != NULL ? tk_event_to_file(rec, len, at, &x) : 0;
+    if (n == 0) {
+        if (at != NULL) /* leave it out */
+            w->events.len = (size_t)(at - TK_EVENTS_REC_HEAD - w->events.p);
+        atomic_fetch_add(&f->refused, 1);
+        return;
+    }
+    tk_events_shrink(&w->events, at, len, n);
+    w->nevents++;
+}
+
+/* Takes what the rings hold now into chunks. Returns the records taken. */
+static size_t take_records(file_res *f)
+{
+    file_writer *w = &f->w;
+    const void *p;
+    size_t len, n = 0;
+    uint64_t stamp;
+    (void)tk_merge_collect(&w->merge, f->rec->producers, 0);
+    while (tk_merge_next(&w->merge, &p, &len, &stamp)) {
+        add_record(f, stamp, p, len);
+        n++;
+    }
+    return n;
+}
+
+/* The end chunk: the final counters. */
+static void write_end(file_res *f)
+{
+    ErlNifEnv *env = f->w.tmp;
+    tk_recorder_stats s;
+    tk_recorder_stats_get(f->rec, &s);
+    ERL_NIF_TERM keys[] = {enif_make_atom(env, "written"),
+                           enif_make_atom(env, "dropped"),
+                           enif_make_atom(env, "bytes")};
+    ERL_NIF_TERM vals[] = {
+        enif_make_uint64(env, atomic_load(&f->on_disk)),
+        enif_make_uint64(env, s.dropped + atomic_load(&f->refused)),
+        enif_make_uint64(env, f->w.tf.total)};
+    ERL_NIF_TERM map;
+    ErlNifBinary bin;
+    if (enif_make_map_from_arrays(env, keys, vals, 3, &map) &&
+        enif_term_to_binary(env, map, &bin)) {
+        (void)chunk(f, TK_CHUNK_END, bin.data, bin.size);
+        enif_release_binary(&bin);
+    }
+    enif_clear_env(env);
+}
+
+static void *writer_main(void *arg)
+{
+    file_res *f = arg;
+    file_writer *w = &f->w;
+    uint64_t served = 0;
+    for (;;) {
+        enif_mutex_lock(f->lock);
+        uint64_t asked = f->flush_asked;
+        bool stop = f->stop;
+        enif_mutex_unlock(f->lock);
+        size_t taken = take_records(f);
+        if (asked > served || stop) {
+            /* Everything recorded before the request: a second collect
+             * hands out what the first held back as late. */
+            taken += take_records(f);
+            write_chunks(f);
+            note_lost(f);
+            if (asked > served && w->tf.fd >= 0)
+                (void)tk_tfile_sync(&w->tf);
+            note_error(f);
+            enif_mutex_lock(f->lock);
+            f->flush_done = asked;
+            served = asked;
+            enif_cond_broadcast(f->cond);
+            enif_mutex_unlock(f->lock);
+        } else if (w->nevents > 0 &&
+                   now_ns(CLOCK_MONOTONIC) - w->last_write_ns >= WRITE_AFTER_NS) {
+            write_chunks(f);
+            note_lost(f);
+        }
+        if (stop)
+            break;
+        if (taken < 1000) {
+            struct timespec ts = {0, IDLE_NS};
+            nanosleep(&ts, NULL);
+        }
+    }
+    write_end(f);
+    tk_tfile_close(&w->tf);
+    enif_mutex_lock(f->lock);
+    f->thread_exited = true;
+    enif_cond_broadcast(f->cond);
+    enif_mutex_unlock(f->lock);
+    return NULL;
+}
+
+/* ---- the callers' side ------------------------------------------------------------ */
+
+int file_writer_start(file_lib *lib, file_res *f)
+{
+    (void)lib;
+    file_writer *w = &f->w;
+    w->chunk_target = CHUNK_MAX;
+    if (w->tf.file_bytes > 0 && w->tf.file_bytes / 8 < w->chunk_target)
+        w->chunk_target = w->tf.file_bytes / 8 > CHUNK_MIN ? w->tf.file_bytes / 8 : CHUNK_MIN;
+    if (tk_merge_init(&w->merge, TK_THREAD_SLOTS) != 0)
+        return -1;
+    new_dictionary(w);
+    tk_events_start(&w->events);
+    w->last_write_ns = now_ns(CLOCK_MONOTONIC);
+    atomic_store(&f->files, 1);
+    if (write_header(f) != 0)
+        return -1;
+    if (enif_thread_create("tracekit_file_writer", &f->tid, writer_main, f, NULL) != 0)
+        return -1;
+    f->thread_started = true;
+    return 0;
+}
+
+void file_writer_flush(file_res *f)
+{
+    enif_mutex_lock(f->lock);
+    uint64_t mine = ++f->flush_asked;
+    while (f->flush_done < mine && !f->thread_exited)
+        enif_cond_wait(f->cond, f->lock);
+    enif_mutex_unlock(f->lock);
+}
+
+void file_writer_stop(file_res *f)
+{
+    if (!f->thread_started)
+        return;
+    enif_mutex_lock(f->lock);
+    bool first = !f->stop;
+    f->stop = true;
+    enif_mutex_unlock(f->lock);
+    if (first)
+        enif_thread_join(f->tid, NULL);
+    else
+        file_writer_flush(f); /* another caller joins; wait for the exit */
+}
+
+void file_writer_free(file_res *f)
+{
+    file_writer *w = &f->w;
+    tk_merge_destroy(&w->merge);
+    tk_bytes_free(&w->events);
+    tk_bytes_free(&w->dict);
+    tk_u64map_free(&w->words);
+    if (w->tf.fd >= 0 || w->tf.base != NULL)
+        tk_tfile_close(&w->tf);
+    if (w->env != NULL)
+        enif_free_env(w->env);
+    if (w->tmp != NULL)
+        enif_free_env(w->tmp);
+}

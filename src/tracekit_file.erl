@@ -1,0 +1,350 @@
+%% @doc A tracer module that streams events to disk: a trace file, or a
+%% wrap set of files reused in turn, with exact accounting of what it could
+%% not keep, and the readers that give the events back.
+%%
+%% ```
+%% 1> {ok, F} = tracekit_file:new(#{path => "/tmp/calls.tkt"}).
+%% 2> S = trace:session_create(disk, {tracekit_file, F}, []).
+%% 3> trace:process(S, whereis(my_server), true, [send, 'receive', timestamp]).
+%% 4> tracekit_file:close(F).
+%% ok
+%% 5> tracekit_file:read("/tmp/calls.tkt").
+%% {ok,[{trace_ts,<0.90.0>,'receive',{'$gen_call',...},{1732,281234,123456}}, ...]}
+%% '''
+%%
+%% Why: a ring keeps only what fits, and draining it builds every event on
+%% a heap. A file tracer keeps a trace of minutes or hours, of a node under
+%% load, to be read later and elsewhere. The traced processes only write
+%% into per-thread rings, as with {@link tracekit_ring}; a thread of the
+%% file's own (never a scheduler) moves the records to disk in large
+%% writes, without building terms. A disk that cannot keep up fills the
+%% rings, and events are then refused before the VM builds them, and
+%% counted: schedulers never wait for the disk, and memory does not grow.
+%%
+%% The file is the tracer state wherever OTP takes a tracer module:
+%% `trace:session_create(Name, {tracekit_file, File}, [])',
+%% `erlang:trace(Pids, true, [{tracer, tracekit_file, File} | Flags])' or
+%% `seq_trace:set_system_tracer({tracekit_file, File})'.
+%%
+%% The format is in FORMAT.md: a file needs nothing from the node that
+%% wrote it to be read (by {@link read/1} here, or by `tracekit-cat').
+-module(tracekit_file).
+
+-export([new/1, stats/1, flush/1, close/1, set/2]).
+-export([fold/3, fold/4, read/1, format/1, format/2]).
+%% erl_tracer callbacks, called by the VM.
+-export([enabled/3, trace/5,
+         enabled_send/3, trace_send/5,
+         enabled_receive/3, trace_receive/5,
+         enabled_call/3, trace_call/5,
+         enabled_procs/3, trace_procs/5,
+         enabled_ports/3, trace_ports/5,
+         enabled_running_procs/3, trace_running_procs/5,
+         enabled_running_ports/3, trace_running_ports/5,
+         enabled_garbage_collection/3, trace_garbage_collection/5]).
+
+-on_load(init/0).
+
+-nifs([new_nif/8, stats/1, flush/1, close/1, set_nif/4,
+       enabled/3, trace/5, enabled_send/3, trace_send/5,
+       enabled_receive/3, trace_receive/5, enabled_call/3, trace_call/5,
+       enabled_procs/3, trace_procs/5, enabled_ports/3, trace_ports/5,
+       enabled_running_procs/3, trace_running_procs/5,
+       enabled_running_ports/3, trace_running_ports/5,
+       enabled_garbage_collection/3, trace_garbage_collection/5]).
+
+-define(DEFAULT_BUFFER, 1 bsl 20).
+%% Chunk types (FORMAT.md).
+-define(HEADER, 1).
+-define(DICT, 2).
+-define(EVENTS, 3).
+-define(LOST, 4).
+-define(END, 5).
+
+-opaque file() :: reference().
+-type path() :: file:name_all().
+-type source() :: path() | [path()].
+-type options() :: #{path := path(),
+                     wrap => {pos_integer(), pos_integer()},
+                     max_bytes => pos_integer() | infinity,
+                     buffer => pos_integer(),
+                     payload => full | none | {max_bytes, pos_integer()},
+                     tags => [atom()]}.
+-type stats() :: #{written := non_neg_integer(),
+                   dropped := non_neg_integer(),
+                   bytes := non_neg_integer(),
+                   files := non_neg_integer(),
+                   write_errors := non_neg_integer(),
+                   last_error := none | atom(),
+                   buffered := non_neg_integer(),
+                   filtered := non_neg_integer(),
+                   truncated := non_neg_integer(),
+                   producers := non_neg_integer(),
+                   size := pos_integer(),
+                   closed := boolean(),
+                   paused := boolean(),
+                   sample := pos_integer(),
+                   tags := all | [atom()],
+                   path := binary()}.
+-type read_error() :: {corrupt, file:filename_all(), non_neg_integer()}
+                    | {skipped, [{file:filename_all(), non_neg_integer(),
+                                  non_neg_integer() | eof}]}
+                    | {file, path(), file:posix() | not_a_trace}
+                    | {no_files, path()}.
+-export_type([file/0, options/0, stats/0, source/0, read_error/0]).
+
+init() ->
+    erlang:load_nif(tracekit_nif:path(?MODULE), 0).
+
+%%% ---- writing --------------------------------------------------------------
+
+%% @doc Opens a trace file for writing. Options:
+%% <dl>
+%% <dt>`path'</dt><dd>(required) the file; with `wrap', the base name of
+%%   the set: files `Path.0', `Path.1', ...</dd>
+%% <dt>`wrap'</dt><dd>`{BytesPerFile, Count}': a set of Count files of
+%%   about BytesPerFile bytes each (at least 4096), reused in turn, like
+%%   dbg's wrap files: the newest Count files are kept.</dd>
+%% <dt>`max_bytes'</dt><dd>stop writing when the files hold this many
+%%   bytes in all; what follows is counted as dropped (default
+%%   `infinity').</dd>
+%% <dt>`buffer'</dt><dd>bytes of each producer thread's ring (default 1
+%%   MiB; as `size' in {@link tracekit_ring:new/1}).</dd>
+%% <dt>`payload', `tags'</dt><dd>as in {@link tracekit_ring:new/1}.</dd>
+%% </dl>
+%% A bad option gives `{error, {badopt, Option}}'; a path that cannot be
+%% created (a missing directory, no permission) `{error, {file, Path,
+%% Posix}}', before anything is traced.
+-spec new(options() | [{atom(), term()}]) ->
+          {ok, file()} | {error, {badopt, term()} | {file, path(), atom()}}.
+new(Opts) when is_list(Opts) ->
+    try maps:from_list(Opts) of
+        Map -> new(Map)
+    catch
+        error:_ -> {error, {badopt, Opts}}
+    end;
+new(#{path := Path} = Opts) ->
+    Defaults = #{wrap => none, max_bytes => infinity, buffer => ?DEFAULT_BUFFER,
+                 payload => full, tags => all},
+    case check(maps:to_list(maps:remove(path, Opts)), Defaults) of
+        {ok, O} ->
+            case path_binary(Path) of
+                {ok, Bin} -> open(Path, Bin, O);
+                error -> {error, {badopt, {path, Path}}}
+            end;
+        {error, _} = E ->
+            E
+    end;
+new(Opts) when is_map(Opts) ->
+    {error, {badopt, {path, missing}}};
+new(Opts) ->
+    {error, {badopt, Opts}}.
+
+open(Path, Bin, #{wrap := Wrap, max_bytes := MaxBytes, buffer := Size,
+                  payload := Payload, tags := Tags}) ->
+    {Mode, Max} = case Payload of
+                      {max_bytes, N} -> {max_bytes, N};
+                      Other -> {Other, 0}
+                  end,
+    WrapArg = case Wrap of none -> {0, 0}; _ -> Wrap end,
+    Limit = case MaxBytes of infinity -> 0; _ -> MaxBytes end,
+    Meta = {node(), erlang:system_info(otp_release), version()},
+    case new_nif(Bin, WrapArg, Limit, Size, Mode, Max,
+                 case Tags of all -> true; L -> L end, Meta) of
+        {ok, _} = Ok -> Ok;
+        {error, Posix} -> {error, {file, Path, Posix}}
+    end.
+
+version() ->
+    case application:get_key(tracekit, vsn) of
+        {ok, V} -> V;
+        undefined -> "unknown"
+    end.
+
+check([], Acc) ->
+    {ok, Acc};
+check([{wrap, {Bytes, Count}} = O | T], Acc) ->
+    case is_integer(Bytes) andalso Bytes >= 4096 andalso is_integer(Count)
+        andalso Count >= 1 andalso Count =< 1000000 of
+        true -> check(T, Acc#{wrap := {Bytes, Count}});
+        false -> {error, {badopt, O}}
+    end;
+check([{max_bytes, M} = O | T], Acc) ->
+    case M =:= infinity orelse (is_integer(M) andalso M > 0 andalso M < 1 bsl 64) of
+        true -> check(T, Acc#{max_bytes := M});
+        false -> {error, {badopt, O}}
+    end;
+check([{buffer, B} = O | T], Acc) ->
+    ring_option(size, B, O, buffer, T, Acc);
+check([{payload, P} = O | T], Acc) ->
+    ring_option(payload, P, O, payload, T, Acc);
+check([{tags, Tags} = O | T], Acc) ->
+    ring_option(tags, Tags, O, tags, T, Acc);
+check([O | _], _) ->
+    {error, {badopt, O}}.
+
+%% The options the recorder shares with tracekit_ring are checked there.
+ring_option(RingKey, V, O, Key, T, Acc) ->
+    case tracekit_ring:check_option(RingKey, V) of
+        ok when Key =:= tags -> check(T, Acc#{Key := lists:usort(V)});
+        ok -> check(T, Acc#{Key := V});
+        {error, _} -> {error, {badopt, O}}
+    end.
+
+path_binary(Path) when is_binary(Path), Path =/= <<>> ->
+    {ok, Path};
+path_binary(Path) when is_list(Path); is_atom(Path) ->
+    try unicode:characters_to_binary(filename:flatten(Path), unicode,
+                                     file:native_name_encoding()) of
+        Bin when is_binary(Bin), Bin =/= <<>> -> {ok, Bin};
+        _ -> error
+    catch
+        error:_ -> error
+    end;
+path_binary(_) ->
+    error.
+
+new_nif(_Path, _Wrap, _MaxBytes, _Size, _Payload, _PayloadMax, _Tags, _Meta) ->
+    erlang:nif_error(not_loaded).
+
+%% @doc Counters of the file. `written' events are in the files;
+%% `dropped' were offered but are not (a full buffer, the size limit, a
+%% failed write): with `buffered', which wait to be written, their sum is
+%% every event the VM offered. `bytes' written in all, `files' opened
+%% (a wrap set reuses them), `write_errors' and `last_error' (a POSIX
+%% name), `filtered', `truncated', `producers' and the settings as in
+%% {@link tracekit_ring:stats/1}.
+-spec stats(file()) -> stats().
+stats(_File) ->
+    erlang:nif_error(not_loaded).
+
+%% @doc Returns once every event recorded before the call is in the file
+%% and synced to the device.
+-spec flush(file()) -> ok.
+flush(_File) ->
+    erlang:nif_error(not_loaded).
+
+%% @doc Stops recording, writes what was recorded, ends the file and
+%% closes it. The tracer removes itself from each tracee the next time the
+%% VM asks it. Returns also when the disk is full (see {@link stats/1}).
+-spec close(file()) -> ok.
+close(_File) ->
+    erlang:nif_error(not_loaded).
+
+%% @doc Changes what the file records, while tracing runs: as {@link
+%% tracekit_ring:set/2}.
+-spec set(file(), tracekit_ring:config()) -> ok | {error, {badopt, term()}}.
+set(File, Config) ->
+    case tracekit_ring:check_config(Config) of
+        {ok, {Paused, Tags, Sample}} -> set_nif(File, Paused, Tags, Sample);
+        {error, _} = E -> E
+    end.
+
+set_nif(_File, _Paused, _Tags, _Sample) ->
+    erlang:nif_error(not_loaded).
+
+%%% ---- reading ----------------------------------------------------------------
+
+%% @equiv fold(Fun, Acc, Source, #{})
+-spec fold(fun((tracekit_ring:event(), Acc) -> Acc), Acc, source()) ->
+          {ok, Acc} | {error, read_error(), Acc}.
+fold(Fun, Acc, Source) ->
+    fold(Fun, Acc, Source, #{}).
+
+%% @doc Folds over the events of trace files, in time order across files
+%% and nodes: each event is the term OTP's process tracer would have sent
+%% for it. `Source' is a file, a wrap set's base name, or a list of them
+%% (the files of several nodes). A file cut short or damaged gives the
+%% events before the damage and `{error, {corrupt, File, Offset}, Acc}';
+%% with `#{damaged => skip}' reading goes on at the next good chunk, and
+%% the result is `{error, {skipped, Regions}, Acc}' with every event that
+%% could be read.
+-spec fold(fun((tracekit_ring:event(), Acc) -> Acc), Acc, source(),
+           #{damaged => stop | skip}) ->
+          {ok, Acc} | {error, read_error(), Acc}.
+fold(Fun, Acc0, Source, Opts) when is_function(Fun, 2), is_map(Opts) ->
+    Skip = maps:get(damaged, Opts, stop) =:= skip,
+    case tracekit_file_reader:open(Source) of
+        {ok, Readers} -> tracekit_file_reader:fold(Fun, Acc0, Readers, Skip);
+        {error, Reason} -> {error, Reason, Acc0}
+    end.
+
+%% @doc Every event of `Source' (see {@link fold/4}), in time order.
+-spec read(source()) -> {ok, [tracekit_ring:event()]}
+                            | {error, read_error(), [tracekit_ring:event()]}.
+read(Source) ->
+    case fold(fun(E, Acc) -> [E | Acc] end, [], Source) of
+        {ok, Es} -> {ok, lists:reverse(Es)};
+        {error, Reason, Es} -> {error, Reason, lists:reverse(Es)}
+    end.
+
+%% @equiv format(Source, #{})
+-spec format(source()) -> {ok, non_neg_integer()}
+                              | {error, read_error(), non_neg_integer()}.
+format(Source) ->
+    format(Source, #{}).
+
+%% @doc Prints the events of `Source' in the shell's one-line format (as
+%% {@link tracekit} prints them), to `io' (default: the group leader);
+%% `depth' and `line_length' as in tracekit. Returns how many were
+%% printed.
+-spec format(source(), #{io => io:device(), depth => pos_integer(),
+                         line_length => pos_integer()}) ->
+          {ok, non_neg_integer()} | {error, read_error(), non_neg_integer()}.
+format(Source, Opts) when is_map(Opts) ->
+    Io = maps:get(io, Opts, group_leader()),
+    FOpts = maps:with([depth, line_length], Opts),
+    Print = fun(E, {N, Names}) ->
+                    Names1 = registered(E, Names),
+                    io:put_chars(Io, [tracekit_format:event(E, FOpts#{names => Names1}), $\n]),
+                    {N + 1, Names1}
+            end,
+    case fold(Print, {0, #{}}, Source) of
+        {ok, {N, _}} -> {ok, N};
+        {error, Reason, {N, _}} -> {error, Reason, N}
+    end.
+
+%% The names processes registered in the trace itself (the node that wrote
+%% it may be gone, or another).
+registered({_, P, register, Name}, Names) -> Names#{P => Name};
+registered({_, P, register, Name, _}, Names) -> Names#{P => Name};
+registered(_, Names) -> Names.
+
+%%% ---- erl_tracer callbacks ----------------------------------------------------
+
+%% @private
+enabled(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
+%% @private
+trace(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+%% @private
+enabled_send(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
+%% @private
+trace_send(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+%% @private
+enabled_receive(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
+%% @private
+trace_receive(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+%% @private
+enabled_call(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
+%% @private
+trace_call(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+%% @private
+enabled_procs(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
+%% @private
+trace_procs(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+%% @private
+enabled_ports(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
+%% @private
+trace_ports(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+%% @private
+enabled_running_procs(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
+%% @private
+trace_running_procs(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+%% @private
+enabled_running_ports(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
+%% @private
+trace_running_ports(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
+%% @private
+enabled_garbage_collection(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
+%% @private
+trace_garbage_collection(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).

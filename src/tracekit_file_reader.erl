@@ -1,0 +1,209 @@
+%% @private
+%% @doc The reading side of {@link tracekit_file}: trace files (FORMAT.md)
+%% opened, read chunk by chunk (the framing and its checks are C's, in
+%% tracekit_core), and merged in time order.
+%%
+%% Each file keeps one events chunk in hand at a time, so a set of files of
+%% any size is read in the memory of one chunk per file. The merge takes
+%% the earliest head among the files (a record's time is its stamp turned
+%% into system time by the anchors of its file, FORMAT.md).
+-module(tracekit_file_reader).
+
+-export([open/1, fold/4, files/1]).
+
+-define(HEADER, 1).
+-define(DICT, 2).
+-define(EVENTS, 3).
+-define(LOST, 4).
+-define(END, 5).
+
+-record(r, {index :: non_neg_integer(),
+            file :: file:filename_all(),
+            h :: reference() | closed,
+            dict = {} :: tuple(),
+            anchor = {0, 0} :: {non_neg_integer(), non_neg_integer()},
+            pending = [] :: [{non_neg_integer(), non_neg_integer(), tuple()}],
+            lost = 0 :: non_neg_integer()}).
+
+%% @doc The files a source names: a file, a wrap set's base name (its files
+%% Base.0, Base.1, ...), or a list of them.
+-spec files(tracekit_file:source()) -> {ok, [file:filename_all()]} | {error, term()}.
+files([]) ->
+    {ok, []};
+files(Source) when is_list(Source), not is_integer(hd(Source)) ->
+    lists:foldr(fun(S, {ok, Acc}) ->
+                        case files(S) of
+                            {ok, Fs} -> {ok, Fs ++ Acc};
+                            E -> E
+                        end;
+                   (_, E) -> E
+                end, {ok, []}, Source);
+files(Path) ->
+    case filelib:is_regular(Path) of
+        true ->
+            {ok, [Path]};
+        false ->
+            Set = wrap_set(Path),
+            case Set of
+                [] -> {error, {no_files, Path}};
+                _ -> {ok, Set}
+            end
+    end.
+
+%% Base.N for every N there is.
+wrap_set(Base) ->
+    B = filename:flatten(Base),
+    Dir = filename:dirname(B),
+    Name = filename:basename(B),
+    case file:list_dir(Dir) of
+        {ok, Entries} ->
+            lists:sort([filename:join(Dir, E) || E <- Entries, wrap_member(Name, E)]);
+        {error, _} ->
+            []
+    end.
+
+wrap_member(Name, Entry) ->
+    case string:prefix(Entry, Name ++ ".") of
+        nomatch -> false;
+        Digits -> Digits =/= [] andalso lists:all(fun(C) -> C >= $0 andalso C =< $9 end, Digits)
+    end.
+
+%% @doc Opens every file of a source and reads each up to its first events.
+-spec open(tracekit_file:source()) -> {ok, [#r{}]} | {error, term()}.
+open(Source) ->
+    maybe
+        {ok, Files} ?= files(Source),
+        open_all(Files, 0, [])
+    end.
+
+open_all([], _, Acc) ->
+    {ok, lists:reverse(Acc)};
+open_all([F | Fs], I, Acc) ->
+    case tracekit_core:file_open(name_binary(F)) of
+        {ok, H} ->
+            open_all(Fs, I + 1, [#r{index = I, file = F, h = H} | Acc]);
+        {error, Why} ->
+            [tracekit_core:file_close(H) || #r{h = H} <- Acc],
+            {error, {file, F, Why}}
+    end.
+
+name_binary(F) when is_binary(F) -> F;
+name_binary(F) ->
+    unicode:characters_to_binary(filename:flatten(F), unicode, file:native_name_encoding()).
+
+%% @doc Folds Fun over the events of the readers in time order. With Skip,
+%% damaged regions are stepped over and reported at the end.
+-spec fold(fun((tuple(), Acc) -> Acc), Acc, [#r{}], boolean()) ->
+          {ok, Acc} | {error, term(), Acc}.
+fold(Fun, Acc0, Readers, Skip) ->
+    try
+        {Heads, Skipped0} = lists:foldl(
+                              fun(R, {H, S}) ->
+                                      {R1, S1} = refill(R, Skip, S, Acc0),
+                                      {push(R1, H), S1}
+                              end, {gb_sets:empty(), []}, Readers),
+        {Acc, Skipped} = merge(Fun, Acc0, Heads, Skip, Skipped0),
+        case Skipped of
+            [] -> {ok, Acc};
+            _ -> {error, {skipped, lists:reverse(Skipped)}, Acc}
+        end
+    catch
+        throw:{tracekit_file_corrupt, Reason, AccSoFar} ->
+            {error, Reason, AccSoFar}
+    after
+        [tracekit_core:file_close(H) || #r{h = H} <- Readers]
+    end.
+
+%% The heads: {Time, Index, Reader}, one per reader with events in hand.
+push(#r{pending = []}, Heads) ->
+    Heads;
+push(#r{pending = [{Time, _, _} | _], index = I} = R, Heads) ->
+    gb_sets:add({Time, I, R}, Heads).
+
+merge(Fun, Acc, Heads, Skip, Skipped) ->
+    case gb_sets:is_empty(Heads) of
+        true ->
+            {Acc, Skipped};
+        false ->
+            {{_, _, #r{pending = [{_, _, E} | Rest]} = R}, Heads1} = gb_sets:take_smallest(Heads),
+            Acc1 = Fun(E, Acc),
+            {R1, Skipped1} = case Rest of
+                                 [] -> refill(R#r{pending = []}, Skip, Skipped, Acc1);
+                                 _ -> {R#r{pending = Rest}, Skipped}
+                             end,
+            merge(Fun, Acc1, push(R1, Heads1), Skip, Skipped1)
+    end.
+
+%% Reads chunks until the reader has events in hand, or none are left. Acc
+%% is what the fold has so far (for an error).
+refill(#r{h = closed} = R, _, Skipped, _) ->
+    {R, Skipped};
+refill(#r{h = H, file = F} = R, Skip, Skipped, Acc) ->
+    case tracekit_core:file_next(H) of
+        {Type, Bin, At} ->
+            case chunk(Type, Bin, R) of
+                {ok, #r{pending = []} = R1} ->
+                    refill(R1, Skip, Skipped, Acc);
+                {ok, R1} ->
+                    {R1, Skipped};
+                error when Skip ->
+                    %% It checked out but makes no sense: step over it.
+                    refill(R, Skip, [{F, At, At + 16 + byte_size(Bin)} | Skipped], Acc);
+                error ->
+                    throw({tracekit_file_corrupt, {corrupt, F, At}, Acc})
+            end;
+        eof ->
+            tracekit_core:file_close(H),
+            {R#r{h = closed}, Skipped};
+        {corrupt, At} when Skip ->
+            case tracekit_core:file_resync(H) of
+                {ok, To} ->
+                    refill(R, Skip, [{F, At, To} | Skipped], Acc);
+                eof ->
+                    tracekit_core:file_close(H),
+                    {R#r{h = closed}, [{F, At, eof} | Skipped]}
+            end;
+        {corrupt, At} ->
+            throw({tracekit_file_corrupt, {corrupt, F, At}, Acc})
+    end.
+
+%% One chunk into the reader's state: {ok, R} or error (malformed).
+chunk(?HEADER, Bin, R) ->
+    case safe_term(Bin) of
+        {ok, #{anchor := {S, T}}} when is_integer(S), is_integer(T) -> {ok, R#r{anchor = {S, T}}};
+        _ -> error
+    end;
+chunk(?DICT, <<First:32/little, Count:32/little, Rest/binary>>, #r{dict = D} = R)
+  when First =:= tuple_size(D) ->
+    case entries(Count, Rest, []) of
+        {ok, Terms} -> {ok, R#r{dict = list_to_tuple(tuple_to_list(D) ++ Terms)}};
+        error -> error
+    end;
+chunk(?EVENTS, Bin, #r{dict = D, anchor = A} = R) ->
+    case tracekit_core:file_events(Bin, D, A) of
+        {Events, A1, _Undecodable} when is_list(Events) -> {ok, R#r{pending = Events, anchor = A1}};
+        {error, bad_chunk} -> error
+    end;
+chunk(?LOST, <<N:64/little, _Stamp:64/little>>, #r{lost = L} = R) ->
+    {ok, R#r{lost = L + N}};
+chunk(?END, _Bin, R) ->
+    {ok, R};
+chunk(Type, _Bin, R) when is_integer(Type), Type > ?END ->
+    {ok, R}; % a chunk type of a later version: readers step over it
+chunk(_, _, _) ->
+    error.
+
+entries(0, <<>>, Acc) ->
+    {ok, lists:reverse(Acc)};
+entries(N, <<Len:32/little, Ext:Len/binary, Rest/binary>>, Acc) when N > 0 ->
+    case safe_term(Ext) of
+        {ok, T} -> entries(N - 1, Rest, [T | Acc]);
+        error -> error
+    end;
+entries(_, _, _) ->
+    error.
+
+safe_term(Bin) ->
+    try {ok, binary_to_term(Bin)}
+    catch error:badarg -> error
+    end.
