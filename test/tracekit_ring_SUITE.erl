@@ -1,9 +1,10 @@
-%% Differential tests of tracekit_ring against the VM: every workload runs
-%% once, traced at the same time by OTP's process tracer (one session) and
-%% by a ring (another session) with the same flags. The ring's drained
-%% events must equal the process tracer's messages, tracee by tracee and in
-%% order; timestamps (made separately by each tracer) must have the same
-%% shape. Each group adds one of the optional fields to every workload.
+%% Differential tests of tracekit_ring and tracekit_file against the VM:
+%% every workload runs once, traced at the same time by OTP's process
+%% tracer (one session) and by a ring, or a trace file read back (another
+%% session), with the same flags. The events drained or read must equal the
+%% process tracer's messages, tracee by tracee and in order; timestamps
+%% (made separately by each tracer) must have the same shape. Each group
+%% adds one of the optional fields to every workload.
 %%
 %% GC tracing of one process in two sessions crashes OTP 27-29, and there
 %% is one seq_trace system tracer per node: those workloads run twice
@@ -23,12 +24,15 @@
                    strict_monotonic_timestamp, cpu_timestamp, scheduler_id]).
 
 all() ->
-    [{group, V} || V <- ?VARIANTS].
+    [{group, ring}, {group, file}].
 
 groups() ->
     Cases = [messages, calls, procs, running, ports, gc, seq_trace],
-    [{V, [], Cases} || V <- ?VARIANTS].
+    [{Sink, [], [{group, V} || V <- ?VARIANTS]} || Sink <- [ring, file]]
+        ++ [{V, [], Cases} || V <- ?VARIANTS].
 
+init_per_group(Sink, Config) when Sink =:= ring; Sink =:= file ->
+    [{sink, Sink} | Config];
 init_per_group(plain, Config) ->
     [{flags, []} | Config];
 init_per_group(cpu_timestamp, Config) ->
@@ -46,6 +50,7 @@ end_per_group(_, _) ->
     ok.
 
 init_per_testcase(_, Config) ->
+    put(tk_sink, {?config(sink, Config), ?config(priv_dir, Config)}),
     Config.
 
 end_per_testcase(_, _) ->
@@ -55,6 +60,30 @@ end_per_testcase(_, _) ->
 
 %%% Running both tracers --------------------------------------------------
 
+%% The tracer under test: a ring, or a trace file in the case's directory.
+new_sink() ->
+    case get(tk_sink) of
+        {ring, _} ->
+            {ok, R} = tracekit_ring:new(#{}),
+            {tracekit_ring, R};
+        {file, Dir} ->
+            Path = filename:join(Dir, "trace." ++ integer_to_list(erlang:unique_integer([positive]))),
+            {ok, F} = tracekit_file:new(#{path => Path}),
+            {tracekit_file, F}
+    end.
+
+%% Everything it recorded, with nothing dropped.
+take({tracekit_ring, R}) ->
+    Evs = tracekit_ring:drain(R),
+    ?assertMatch(#{dropped := 0}, tracekit_ring:stats(R)),
+    Evs;
+take({tracekit_file, F}) ->
+    ok = tracekit_file:close(F),
+    #{dropped := 0, buffered := 0, written := N, path := Path} = tracekit_file:stats(F),
+    {ok, Evs} = tracekit_file:read(Path),
+    ?assertEqual(N, length(Evs)),
+    Evs.
+
 %% Spawns a process that waits for `go', then runs Fun.
 paused(Fun) ->
     spawn(fun() -> receive go -> Fun() end end).
@@ -63,9 +92,9 @@ paused(Fun) ->
 %% starts them, waits for Done, and returns both event lists.
 both(Setup, _Tracees, Start, Done) ->
     Collector = tk_collector:start(),
-    {ok, Ring} = tracekit_ring:new(#{}),
+    Sink = new_sink(),
     Ref = trace:session_create(diff_ref, Collector, []),
-    Rng = trace:session_create(diff_ring, {tracekit_ring, Ring}, []),
+    Rng = trace:session_create(diff_ring, Sink, []),
     Setup(Ref),
     Setup(Rng),
     Start(),
@@ -76,9 +105,7 @@ both(Setup, _Tracees, Start, Done) ->
     trace:session_destroy(Ref),
     trace:session_destroy(Rng),
     tk_collector:stop(Collector),
-    Got = tracekit_ring:drain(Ring),
-    ?assertMatch(#{dropped := 0}, tracekit_ring:stats(Ring)),
-    {Expected, Got}.
+    {Expected, take(Sink)}.
 
 %% Per tracee, in order, with timestamps checked and replaced by their kind.
 compare(Flags, Expected, Got, Tracees) ->
@@ -289,10 +316,10 @@ gc(Config) ->
     tk_collector:sync(S1, W1),
     E = tk_collector:events(Collector),
     trace:session_destroy(S1),
-    {ok, Ring} = tracekit_ring:new(#{}),
-    {S2, W2} = Run({tracekit_ring, Ring}),
+    Sink = new_sink(),
+    {S2, W2} = Run(Sink),
     trace:session_destroy(S2),
-    G = tracekit_ring:drain(Ring),
+    G = take(Sink),
     %% Two runs can differ in the sizes the VM reports (what the mailbox
     %% held, when collections struck), so compare the events' shape: the
     %% same tags in the same order, each with the same info keys, and
@@ -352,12 +379,12 @@ seq_trace(Config) ->
     false = seq_trace:set_system_tracer(Collector),
     Flow(),
     E = wait_events(Collector, 7),
-    {ok, Ring} = tracekit_ring:new(#{}),
+    Sink = new_sink(),
     seq_trace:reset_trace(),
-    Collector = seq_trace:set_system_tracer({tracekit_ring, Ring}),
+    Collector = seq_trace:set_system_tracer(Sink),
     Flow(),
-    {tracekit_ring, Ring} = seq_trace:set_system_tracer(false),
-    G0 = tracekit_ring:drain(Ring),
+    Sink = seq_trace:set_system_tracer(false),
+    G0 = take(Sink),
     %% A process tracer gets the send and the receive of a message from two
     %% processes, so in either order: compare both sides by serial (then
     %% kind), and check separately that the ring has each receive after its
