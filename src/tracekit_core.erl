@@ -55,11 +55,12 @@ file_close(_Reader) ->
     erlang:nif_error(not_loaded).
 
 %% @doc The events of an events chunk's payload, given the file's
-%% dictionary so far (a tuple of its entries) and the anchor before the
-%% chunk: `{[{SystemNs, Stamp, Event}], ChunkAnchor, Undecodable}'.
--spec file_events(binary(), tuple(), {non_neg_integer(), non_neg_integer()}) ->
-          {[{non_neg_integer(), non_neg_integer(), tuple()}],
-           {non_neg_integer(), non_neg_integer()}, non_neg_integer()}
+%% dictionary so far (a tuple of its entries) and its machine's reference
+%% `{Stamp, SystemNs, StampsPerSecond}': `{[{TimeNs, Stamp, Event}],
+%% Undecodable}'. Times of one machine keep the order of its stamps.
+-spec file_events(binary(), tuple(),
+                  {non_neg_integer(), non_neg_integer(), non_neg_integer()}) ->
+          {[{integer(), non_neg_integer(), tuple()}], non_neg_integer()}
               | {error, bad_chunk}.
 file_events(_Payload, _Dict, _Anchor) ->
     erlang:nif_error(not_loaded).

@@ -263,11 +263,7 @@ fold(Fun, Acc, Source) ->
            #{damaged => stop | skip}) ->
           {ok, Acc} | {error, read_error(), Acc}.
 fold(Fun, Acc0, Source, Opts) when is_function(Fun, 2), is_map(Opts) ->
-    Skip = maps:get(damaged, Opts, stop) =:= skip,
-    case tracekit_file_reader:open(Source) of
-        {ok, Readers} -> tracekit_file_reader:fold(Fun, Acc0, Readers, Skip);
-        {error, Reason} -> {error, Reason, Acc0}
-    end.
+    tracekit_file_reader:fold(Fun, Acc0, Source, maps:get(damaged, Opts, stop) =:= skip).
 
 %% @doc Every event of `Source' (see {@link fold/4}), in time order.
 -spec read(source()) -> {ok, [tracekit_ring:event()]}

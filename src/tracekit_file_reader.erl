@@ -9,7 +9,7 @@
 %% into system time by the anchors of its file, FORMAT.md).
 -module(tracekit_file_reader).
 
--export([open/1, fold/4, files/1]).
+-export([fold/4, files/1]).
 
 -define(HEADER, 1).
 -define(DICT, 2).
@@ -21,8 +21,10 @@
             file :: file:filename_all(),
             h :: reference() | closed,
             dict = {} :: tuple(),
-            anchor = {0, 0} :: {non_neg_integer(), non_neg_integer()},
-            pending = [] :: [{non_neg_integer(), non_neg_integer(), tuple()}],
+            %% The machine's reference anchor and rate (FORMAT.md, "Time").
+            ref = {0, 0, 1000000000} :: {non_neg_integer(), non_neg_integer(),
+                                         non_neg_integer()},
+            pending = [] :: [{integer(), non_neg_integer(), tuple()}],
             lost = 0 :: non_neg_integer()}).
 
 %% @doc The files a source names: a file, a wrap set's base name (its files
@@ -68,12 +70,14 @@ wrap_member(Name, Entry) ->
         Digits -> Digits =/= [] andalso lists:all(fun(C) -> C >= $0 andalso C =< $9 end, Digits)
     end.
 
-%% @doc Opens every file of a source and reads each up to its first events.
--spec open(tracekit_file:source()) -> {ok, [#r{}]} | {error, term()}.
-open(Source) ->
+%% Opens every file of a source, and reads each one's header: the files
+%% of one machine (its boot id and clock) share one reference anchor and
+%% rate, the first file's, so that their stamps order their events.
+open(Source, Skip) ->
     maybe
         {ok, Files} ?= files(Source),
-        open_all(Files, 0, [])
+        {ok, Readers} ?= open_all(Files, 0, []),
+        headers(Readers, Skip, #{}, [], [])
     end.
 
 open_all([], _, Acc) ->
@@ -91,17 +95,57 @@ name_binary(F) when is_binary(F) -> F;
 name_binary(F) ->
     unicode:characters_to_binary(filename:flatten(F), unicode, file:native_name_encoding()).
 
+headers([], _, _, Acc, Skipped) ->
+    {ok, lists:reverse(Acc), Skipped};
+headers([#r{h = H, file = F} = R | Rs], Skip, Refs, Acc, Skipped) ->
+    case tracekit_core:file_next(H) of
+        {?HEADER, Bin, At} ->
+            case safe_term(Bin) of
+                {ok, #{anchor := {S, T}} = Hd} when is_integer(S), is_integer(T) ->
+                    Hz = maps:get(stamp_hz, Hd, 1000000000),
+                    Machine = {maps:get(machine, Hd, F), maps:get(stamp, Hd, unknown)},
+                    Ref = maps:get(Machine, Refs, {S, T, Hz}),
+                    headers(Rs, Skip, Refs#{Machine => Ref}, [R#r{ref = Ref} | Acc], Skipped);
+                _ ->
+                    no_header(R, Rs, Skip, Refs, Acc, Skipped, At)
+            end;
+        {_, _, At} ->
+            no_header(R, Rs, Skip, Refs, Acc, Skipped, At);
+        {corrupt, At} ->
+            no_header(R, Rs, Skip, Refs, Acc, Skipped, At);
+        eof ->
+            no_header(R, Rs, Skip, Refs, Acc, Skipped, 8)
+    end.
+
+%% A file whose header is missing or damaged: an error, or, skipping, its
+%% events on its own scale from its next good chunk on.
+no_header(#r{h = H, file = F} = R, Rs, true, Refs, Acc, Skipped, At) ->
+    Skipped1 = case tracekit_core:file_resync(H) of
+                   {ok, To} -> [{F, At, To} | Skipped];
+                   eof -> [{F, At, eof} | Skipped]
+               end,
+    headers(Rs, true, Refs, [R | Acc], Skipped1);
+no_header(#r{file = F} = R, Rs, false, _Refs, Acc, _Skipped, At) ->
+    [tracekit_core:file_close(H) || #r{h = H} <- [R | Acc ++ Rs]],
+    {error, {corrupt, F, At}}.
+
 %% @doc Folds Fun over the events of the readers in time order. With Skip,
 %% damaged regions are stepped over and reported at the end.
--spec fold(fun((tuple(), Acc) -> Acc), Acc, [#r{}], boolean()) ->
+-spec fold(fun((tuple(), Acc) -> Acc), Acc, tracekit_file:source(), boolean()) ->
           {ok, Acc} | {error, term(), Acc}.
-fold(Fun, Acc0, Readers, Skip) ->
+fold(Fun, Acc0, Source, Skip) ->
+    case open(Source, Skip) of
+        {ok, Readers, Skipped} -> fold(Fun, Acc0, Readers, Skip, Skipped);
+        {error, Reason} -> {error, Reason, Acc0}
+    end.
+
+fold(Fun, Acc0, Readers, Skip, Skipped00) ->
     try
         {Heads, Skipped0} = lists:foldl(
                               fun(R, {H, S}) ->
                                       {R1, S1} = refill(R, Skip, S, Acc0),
                                       {push(R1, H), S1}
-                              end, {gb_sets:empty(), []}, Readers),
+                              end, {gb_sets:empty(), Skipped00}, Readers),
         {Acc, Skipped} = merge(Fun, Acc0, Heads, Skip, Skipped0),
         case Skipped of
             [] -> {ok, Acc};
@@ -168,21 +212,18 @@ refill(#r{h = H, file = F} = R, Skip, Skipped, Acc) ->
     end.
 
 %% One chunk into the reader's state: {ok, R} or error (malformed).
-chunk(?HEADER, Bin, R) ->
-    case safe_term(Bin) of
-        {ok, #{anchor := {S, T}}} when is_integer(S), is_integer(T) -> {ok, R#r{anchor = {S, T}}};
-        _ -> error
-    end;
+chunk(?HEADER, _Bin, _R) ->
+    error; % only a file's first chunk is a header
 chunk(?DICT, <<First:32/little, Count:32/little, Rest/binary>>, #r{dict = D} = R)
   when First =:= tuple_size(D) ->
     case entries(Count, Rest, []) of
         {ok, Terms} -> {ok, R#r{dict = list_to_tuple(tuple_to_list(D) ++ Terms)}};
         error -> error
     end;
-chunk(?EVENTS, Bin, #r{dict = D, anchor = A} = R) ->
-    case tracekit_core:file_events(Bin, D, A) of
-        {Events, A1, _Undecodable} when is_list(Events) -> {ok, R#r{pending = Events, anchor = A1}};
-        {error, bad_chunk} -> error
+chunk(?EVENTS, Bin, #r{dict = D, ref = Ref} = R) ->
+    case tracekit_core:file_events(Bin, D, Ref) of
+        {Events, 0} when is_list(Events) -> {ok, R#r{pending = Events}};
+        _ -> error % a bad chunk, or records that do not decode
     end;
 chunk(?LOST, <<N:64/little, _Stamp:64/little>>, #r{lost = L} = R) ->
     {ok, R#r{lost = L + N}};

@@ -1,5 +1,7 @@
 #include "tk_clock.h"
 
+#include <pthread.h>
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
@@ -14,4 +16,52 @@ void tk_clock_init(void)
         __get_cpuid(0x80000007u, &a, &b, &c, &d))
         tk_clock_tsc = (d >> 8) & 1;
 #endif
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t tsc_hz;
+static pthread_once_t hz_once = PTHREAD_ONCE_INIT;
+
+/* TSC ticks over a CLOCK_MONOTONIC interval of about 20 ms, each end
+ * read between two monotonic readings (the pair closest together). */
+static void measure_hz(void)
+{
+    uint64_t m0 = 0, t0 = 0, m1, t1, best = UINT64_MAX;
+    for (int i = 0; i < 5; i++) {
+        uint64_t a = mono_ns(), t = tk_clock_stamp(), b = mono_ns();
+        if (b - a < best) {
+            best = b - a;
+            m0 = a + (b - a) / 2;
+            t0 = t;
+        }
+    }
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+    best = UINT64_MAX;
+    m1 = m0;
+    t1 = t0;
+    for (int i = 0; i < 5; i++) {
+        uint64_t a = mono_ns(), t = tk_clock_stamp(), b = mono_ns();
+        if (b - a < best) {
+            best = b - a;
+            m1 = a + (b - a) / 2;
+            t1 = t;
+        }
+    }
+    tsc_hz = m1 > m0 ? (uint64_t)((double)(t1 - t0) * 1e9 / (double)(m1 - m0))
+                     : 1000000000u;
+}
+
+uint64_t tk_clock_hz(void)
+{
+    if (!tk_clock_tsc)
+        return 1000000000u;
+    pthread_once(&hz_once, measure_hz);
+    return tsc_hz;
 }

@@ -25,6 +25,12 @@ extern int tk_clock_tsc; /* nonzero: stamps are TSC readings */
 /* Chooses the source; call once before the first stamp (idempotent). */
 void tk_clock_init(void);
 
+/* Stamps per second: 1e9 for CLOCK_MONOTONIC stamps; for TSC stamps,
+ * measured against CLOCK_MONOTONIC over about 20 ms the first time it is
+ * asked (then kept). Trace files record it, so that stamps of one machine
+ * convert to time on one scale. */
+uint64_t tk_clock_hz(void);
+
 static inline uint64_t tk_clock_stamp(void)
 {
 #if defined(__x86_64__)

@@ -306,15 +306,11 @@ static int take(const unsigned char **p, const unsigned char *end, void *out,
     return 0;
 }
 
-uint64_t tk_anchor_time(tk_anchor a, tk_anchor b, uint64_t stamp)
+int64_t tk_stamp_time(tk_anchor ref, uint64_t hz, uint64_t stamp)
 {
-    if (b.stamp <= a.stamp || b.system <= a.system) {
-        int64_t d = (int64_t)(stamp - b.stamp);
-        return (uint64_t)((int64_t)b.system + d);
-    }
-    double rate = (double)(b.system - a.system) / (double)(b.stamp - a.stamp);
-    double dt = ((double)stamp - (double)a.stamp) * rate;
-    return (uint64_t)((double)a.system + dt);
+    double ticks = (double)(int64_t)(stamp - ref.stamp);
+    double ns = hz > 0 ? ticks * 1e9 / (double)hz : ticks;
+    return (int64_t)ref.system + (int64_t)ns;
 }
 
 int tk_events_begin(tk_events_iter *it, const unsigned char *payload,

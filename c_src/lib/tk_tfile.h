@@ -115,11 +115,10 @@ typedef struct {
     uint64_t stamp, system;
 } tk_anchor;
 
-/* The system time of a stamp, between two anchors of its file (a before
- * b): linear in between, and at the rate between them beyond them. An
- * anchor pair without a span (equal stamps) gives b's time offset by the
- * stamp difference as nanoseconds. */
-uint64_t tk_anchor_time(tk_anchor a, tk_anchor b, uint64_t stamp);
+/* The system time of a stamp (ns), on the scale of a reference anchor of
+ * its machine and its stamps per second: every stamp of one machine maps
+ * to time by the same line, so the order of stamps is kept. */
+int64_t tk_stamp_time(tk_anchor ref, uint64_t hz, uint64_t stamp);
 
 /* An events chunk: its anchor, then records. */
 typedef struct {

@@ -296,13 +296,13 @@ TK_TEST(tfile_payloads_round_trip)
     TK_CHECK_EQ(tk_lost_read(lost, 15, &count, &stamp), -1);
 }
 
-/* Stamps become system time between anchors, linearly, and beyond them at
- * the same rate. */
-TK_TEST(tfile_anchor_time)
+/* Stamps become time on one line per machine: the reference anchor's
+ * time, plus ticks at the machine's rate, before it as well as after. */
+TK_TEST(tfile_stamp_time)
 {
-    tk_anchor a = {1000, 1000000000}, b = {3000, 1000001000};
-    TK_CHECK_EQ(tk_anchor_time(a, b, 1000), 1000000000);
-    TK_CHECK_EQ(tk_anchor_time(a, b, 2000), 1000000500);
-    TK_CHECK_EQ(tk_anchor_time(a, b, 5000), 1000002000);
-    TK_CHECK_EQ(tk_anchor_time(b, b, 3010), 1000001010);
+    tk_anchor ref = {1000, 1000000000};
+    TK_CHECK_EQ(tk_stamp_time(ref, 2000000000u, 1000), 1000000000);
+    TK_CHECK_EQ(tk_stamp_time(ref, 2000000000u, 3000), 1000001000);
+    TK_CHECK_EQ(tk_stamp_time(ref, 2000000000u, 0), 999999500);
+    TK_CHECK_EQ(tk_stamp_time(ref, 1000000000u, 1010), 1000000010);
 }

@@ -12,13 +12,14 @@
  *   file_next(Reader) -> {Type, Payload, Offset} | eof | {corrupt, Offset}
  *   file_resync(Reader) -> {ok, Offset} | eof
  *   file_close(Reader) -> ok
- *   file_events(Payload, Dict, {Stamp, System})
- *       -> {[{SystemNs, Stamp, Event}], {Stamp, System}, Undecodable}
+ *   file_events(Payload, Dict, {RefStamp, RefSystem, Hz})
+ *       -> {[{Time, Stamp, Event}], Undecodable}
  *
  * Trace files (FORMAT.md), chunk by chunk, for tracekit_file's readers:
  * the chunk framing and checks are tk_tfile's, the events chunk is decoded
- * here with the file's dictionary (a tuple of its entries) and the anchor
- * before it, which give each record's system time.
+ * here with the file's dictionary (a tuple of its entries); each record's
+ * time (ns) is its stamp on the line of its machine's reference anchor and
+ * rate (tk_stamp_time).
  */
 #include <erl_nif.h>
 #include <errno.h>
@@ -271,25 +272,26 @@ static ERL_NIF_TERM file_close_nif(ErlNifEnv *env, int argc,
     return lib->am_ok;
 }
 
-/* file_events(Payload, Dict, {Stamp, System}) */
+/* file_events(Payload, Dict, {RefStamp, RefSystem, Hz}) */
 static ERL_NIF_TERM file_events_nif(ErlNifEnv *env, int argc,
                                     const ERL_NIF_TERM argv[])
 {
     (void)argc;
     const nif_lib *lib = enif_priv_data(env);
     ErlNifBinary bin;
-    const ERL_NIF_TERM *dict, *prev;
-    int ndict, two;
-    ErlNifUInt64 ps, psys;
+    const ERL_NIF_TERM *dict, *ref;
+    int ndict, three;
+    ErlNifUInt64 rs, rsys, hz;
     if (!enif_inspect_binary(env, argv[0], &bin) ||
         !enif_get_tuple(env, argv[1], &ndict, &dict) ||
-        !enif_get_tuple(env, argv[2], &two, &prev) || two != 2 ||
-        !enif_get_uint64(env, prev[0], &ps) || !enif_get_uint64(env, prev[1], &psys))
+        !enif_get_tuple(env, argv[2], &three, &ref) || three != 3 ||
+        !enif_get_uint64(env, ref[0], &rs) || !enif_get_uint64(env, ref[1], &rsys) ||
+        !enif_get_uint64(env, ref[2], &hz))
         return enif_make_badarg(env);
     tk_events_iter it;
     if (tk_events_begin(&it, bin.data, bin.size) != 0)
         return error2(env, lib, lib->am_bad_chunk);
-    tk_anchor before = {ps, psys};
+    tk_anchor anchor = {rs, rsys};
     ERL_NIF_TERM list = enif_make_list(env, 0), ev;
     uint64_t stamp, bad = 0;
     const unsigned char *rec;
@@ -300,21 +302,17 @@ static ERL_NIF_TERM file_events_nif(ErlNifEnv *env, int argc,
             bad++;
             continue;
         }
-        uint64_t t = tk_anchor_time(before, it.anchor, stamp);
         list = enif_make_list_cell(
-            env, enif_make_tuple3(env, enif_make_uint64(env, t),
-                                  enif_make_uint64(env, stamp), ev),
+            env,
+            enif_make_tuple3(env, enif_make_int64(env, tk_stamp_time(anchor, hz, stamp)),
+                             enif_make_uint64(env, stamp), ev),
             list);
     }
     if (rc != 0)
         return error2(env, lib, lib->am_bad_chunk);
     ERL_NIF_TERM events;
     enif_make_reverse_list(env, list, &events);
-    return enif_make_tuple3(
-        env, events,
-        enif_make_tuple2(env, enif_make_uint64(env, it.anchor.stamp),
-                         enif_make_uint64(env, it.anchor.system)),
-        enif_make_uint64(env, bad));
+    return enif_make_tuple2(env, events, enif_make_uint64(env, bad));
 }
 
 static ErlNifFunc funcs[] = {

@@ -8,6 +8,7 @@
  * state; flush and close ask it through the lock and wait for it.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -46,6 +47,23 @@ static int chunk(file_res *f, unsigned type, const void *p, size_t len)
     return rc;
 }
 
+/* The machine's boot id: stamps of files with the same one (and the same
+ * clock) are on one scale. */
+static ERL_NIF_TERM machine(ErlNifEnv *env)
+{
+    char id[64] = "";
+    FILE *fp = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (fp != NULL) {
+        if (fgets(id, sizeof id, fp) == NULL)
+            id[0] = 0;
+        fclose(fp);
+    }
+    size_t n = strcspn(id, "\n");
+    ERL_NIF_TERM bin;
+    memcpy(enif_make_new_binary(env, n, &bin), id, n);
+    return bin;
+}
+
 /* The header chunk of the open file (FORMAT.md): an external-format map. */
 static int write_header(file_res *f)
 {
@@ -55,13 +73,15 @@ static int write_header(file_res *f)
     ERL_NIF_TERM keys[] = {
         enif_make_atom(env, "format"), enif_make_atom(env, "node"),
         enif_make_atom(env, "otp_release"), enif_make_atom(env, "tracekit"),
-        enif_make_atom(env, "stamp"), enif_make_atom(env, "anchor"),
+        enif_make_atom(env, "stamp"), enif_make_atom(env, "stamp_hz"),
+        enif_make_atom(env, "machine"), enif_make_atom(env, "anchor"),
         enif_make_atom(env, "sequence"), enif_make_atom(env, "wrap"),
         enif_make_atom(env, "tags")};
     ERL_NIF_TERM vals[] = {
         enif_make_int(env, 1), enif_make_copy(env, w->node),
         enif_make_copy(env, w->otp_release), enif_make_copy(env, w->version),
         enif_make_atom(env, tk_clock_tsc ? "tsc" : "monotonic"),
+        enif_make_uint64(env, tk_clock_hz()), machine(env),
         enif_make_tuple2(env, enif_make_uint64(env, w->last_anchor.stamp),
                          enif_make_uint64(env, w->last_anchor.system)),
         enif_make_uint64(env, w->tf.seq), enif_make_copy(env, w->wrap),

@@ -1,0 +1,346 @@
+%% tracekit_file on a real VM: wrap sets, files cut short by a killed node,
+%% damaged files, a disk that fills, bad paths and options. (Every workload
+%% of the differential suite also runs through a file: tracekit_ring_SUITE.)
+-module(tracekit_file_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_testcase/2, end_per_testcase/2]).
+-export([wrap_set/1, killed_node/1, damaged_files/1, disk_fills/1,
+         bad_paths_and_options/1, accounting_under_load/1, flush_and_stats/1,
+         several_files_merge/1]).
+-export([write_until_killed/2, fill_disk/1]).
+
+all() ->
+    [flush_and_stats, wrap_set, several_files_merge, accounting_under_load,
+     killed_node, damaged_files, disk_fills, bad_paths_and_options].
+
+init_per_testcase(_, Config) ->
+    Config.
+
+end_per_testcase(_, _) ->
+    ok.
+
+path(Config, Name) ->
+    filename:join(?config(priv_dir, Config), Name).
+
+%% A process that sends N numbered messages to itself, traced into Sink,
+%% then one more (done) to the caller: N + 1 sends.
+traced_sends(Sink, N) ->
+    S = trace:session_create(file_suite, Sink, []),
+    Self = self(),
+    P = spawn(fun() -> receive go -> ok end,
+                       [self() ! {n, I, <<I:32>>} || I <- lists:seq(1, N)],
+                       Self ! {done, self()} end),
+    1 = trace:process(S, P, true, [send]),
+    P ! go,
+    receive {done, P} -> ok end,
+    S.
+
+numbers(Events) ->
+    [I || {trace, _, send, {n, I, _}, _} <- Events].
+
+
+%% flush/1 returns once what was recorded is in the file: it can be read
+%% while the file stays open; stats count exactly.
+flush_and_stats(Config) ->
+    Path = path(Config, "flush.tkt"),
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    S = traced_sends({tracekit_file, F}, 500),
+    ok = tracekit_file:flush(F),
+    #{written := 501, dropped := 0, buffered := 0, files := 1, write_errors := 0,
+      bytes := Bytes} = tracekit_file:stats(F),
+    ?assertEqual(Bytes, filelib:file_size(Path)),
+    %% Open and unfinished (no end chunk yet): every event so far reads.
+    {ok, Evs} = tracekit_file:read(Path),
+    ?assertEqual(lists:seq(1, 500), numbers(Evs)),
+    trace:session_destroy(S),
+    ok = tracekit_file:close(F),
+    ok = tracekit_file:close(F), % again: nothing more to do
+    #{closed := true} = tracekit_file:stats(F),
+    {ok, 501} = tracekit_file:format(Path, #{io => ct_io()}).
+
+ct_io() ->
+    {ok, D} = file:open("/dev/null", [write]),
+    D.
+
+%% A wrap set: files Path.0 .. Path.(Count-1) reused in turn; the newest
+%% Count are kept, the oldest reused, and the events read back in time
+%% order across the set are the newest ones, contiguous.
+wrap_set(Config) ->
+    Base = path(Config, "wrap"),
+    {ok, F} = tracekit_file:new(#{path => Base, wrap => {16384, 4}}),
+    S = traced_sends({tracekit_file, F}, 5000),
+    trace:session_destroy(S),
+    ok = tracekit_file:close(F),
+    #{written := 5001, dropped := 0, files := Files} = tracekit_file:stats(F),
+    ?assert(Files > 4),
+    Names = lists:sort(filelib:wildcard(Base ++ ".*")),
+    ?assertEqual([Base ++ "." ++ integer_to_list(I) || I <- lists:seq(0, 3)], Names),
+    [?assert(filelib:file_size(N) =< 16384 + 4096) || N <- Names],
+    {ok, Evs} = tracekit_file:read(Base),
+    Ns = numbers(Evs),
+    ct:log("~p events in the set", [length(Ns)]),
+    ?assert(length(Ns) > 500),
+    ?assert(length(Ns) < 5000),
+    ?assertEqual(lists:seq(5000 - length(Ns) + 1, 5000), Ns),
+    %% The file written last holds the newest events.
+    Last = lists:nth((Files - 1) rem 4 + 1, Names),
+    {ok, LastEvs} = tracekit_file:read(Last),
+    ?assertEqual(5000, lists:last(numbers(LastEvs))).
+
+%% Several files (of several nodes) are read merged in time order.
+several_files_merge(Config) ->
+    Paths = [path(Config, "merge" ++ integer_to_list(I)) || I <- [1, 2, 3]],
+    Files = [begin {ok, F} = tracekit_file:new(#{path => P}), F end || P <- Paths],
+    Sessions = [trace:session_create(list_to_atom("merge" ++ integer_to_list(I)),
+                                     {tracekit_file, F}, [])
+                || {I, F} <- lists:zip([1, 2, 3], Files)],
+    P = spawn(fun Loop() -> receive {n, _} -> Loop() end end),
+    %% Each message goes through one of the files, in turn.
+    [begin
+         S = lists:nth(I rem 3 + 1, Sessions),
+         1 = trace:process(S, self(), true, [send]),
+         P ! {n, I},
+         1 = trace:process(S, self(), false, [send])
+     end || I <- lists:seq(1, 300)],
+    [trace:session_destroy(S) || S <- Sessions],
+    [ok = tracekit_file:close(F) || F <- Files],
+    {ok, Evs} = tracekit_file:read(Paths),
+    ?assertEqual(lists:seq(1, 300), [I || {trace, _, send, {n, I}, _} <- Evs]).
+
+%% Under load that the disk cannot follow (a small buffer), what is not
+%% written is counted: written + dropped is every event offered, and the
+%% file holds exactly `written'.
+accounting_under_load(Config) ->
+    Path = path(Config, "load.tkt"),
+    {ok, C} = tracekit_count:new(),
+    {ok, F} = tracekit_file:new(#{path => Path, buffer => 4096}),
+    S1 = trace:session_create(load_count, {tracekit_count, C}, []),
+    S2 = trace:session_create(load_file, {tracekit_file, F}, []),
+    Self = self(),
+    Ps = [spawn(fun() -> receive go -> ok end,
+                         [self() ! {n, I, lists:seq(1, 20)} || I <- lists:seq(1, 20000)],
+                         Self ! {done, self()} end) || _ <- [1, 2, 3, 4]],
+    [1 = trace:process(S, P, true, [send]) || P <- Ps, S <- [S1, S2]],
+    [P ! go || P <- Ps],
+    [receive {done, P} -> ok end || P <- Ps],
+    [trace:session_destroy(S) || S <- [S1, S2]],
+    ok = tracekit_file:close(F),
+    #{send := Offered} = tracekit_count:read(C),
+    #{written := W, dropped := D, buffered := 0} = tracekit_file:stats(F),
+    ct:log("offered ~p written ~p dropped ~p", [Offered, W, D]),
+    ?assertEqual(80004, Offered), % and the four done messages
+    ?assertEqual(Offered, W + D),
+    {ok, Evs} = tracekit_file:read(Path),
+    ?assertEqual(W, length(Evs)).
+
+%% A node killed (kill -9) while it writes: every event of the complete
+%% chunks reads back, in order, and nothing after the cut is made up.
+killed_node(Config) ->
+    Path = path(Config, "killed.tkt"),
+    Paths = [filename:dirname(code:which(M)) || M <- [tracekit_file, ?MODULE]],
+    {ok, Peer, _} = peer:start_link(#{connection => standard_io,
+                                      args => lists:append([["-pa", P] || P <- Paths])}),
+    OsPid = peer:call(Peer, os, getpid, []),
+    ok = peer:call(Peer, ?MODULE, write_until_killed, [Path, self()]),
+    timer:sleep(300),
+    os:cmd("kill -9 " ++ OsPid),
+    try peer:stop(Peer) catch _:_ -> ok end,
+    {Result, Evs} = case tracekit_file:read(Path) of
+                        {ok, Es} -> {ok, Es};
+                        {error, {corrupt, Path, Off}, Es} -> {{cut_at, Off}, Es}
+                    end,
+    ct:log("read back ~p events; ~p", [length(Evs), Result]),
+    Ns = [I || {trace, _, send, {n, I}, _} <- Evs],
+    %% In order, each once (a full buffer may have refused some, counted
+    %% in lost chunks).
+    ?assert(length(Ns) > 1000),
+    ?assertEqual(lists:usort(Ns), Ns).
+
+%% On the peer: a process sending numbered messages forever, traced into
+%% a file.
+write_until_killed(Path, _Origin) ->
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    spawn(fun() ->
+                  S = trace:session_create(killed, {tracekit_file, F}, []),
+                  P = spawn(fun() -> receive go -> ok end, send_forever(1) end),
+                  1 = trace:process(S, P, true, [send]),
+                  P ! go,
+                  receive never -> S end
+          end),
+    ok.
+
+send_forever(I) ->
+    self() ! {n, I},
+    receive {n, I} -> ok end,
+    send_forever(I + 1).
+
+%% Files damaged at random (cut short, or bytes changed), 10,000 of them:
+%% the reader never crashes nor loops, gives only events the file really
+%% holds, in order, then says where the damage is; skipping goes on after.
+damaged_files(Config) ->
+    Path = path(Config, "good.tkt"),
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    S = trace:session_create(damage, {tracekit_file, F}, []),
+    Self = self(),
+    P = spawn(fun() -> receive go -> ok end,
+                       [begin self() ! {n, I, <<I:32>>}, tracekit_file:flush(F) end
+                        || I <- lists:seq(1, 40)],
+                       Self ! {done, self()} end),
+    1 = trace:process(S, P, true, [send]),
+    P ! go,
+    receive {done, P} -> ok end,
+    trace:session_destroy(S),
+    ok = tracekit_file:close(F),
+    {ok, Good} = file:read_file(Path),
+    {ok, GoodEvs} = tracekit_file:read(Path),
+    All = numbers(GoodEvs),
+    ?assertEqual(lists:seq(1, 40), All),
+    Bad = path(Config, "bad.tkt"),
+    rand:seed(exsss, {11, 22, 33}),
+    Outcomes = [damage_once(Good, Bad, All) || _ <- lists:seq(1, 10000)],
+    Counts = lists:foldl(fun(O, M) -> maps:update_with(O, fun(N) -> N + 1 end, 1, M) end,
+                         #{}, Outcomes),
+    ct:log("outcomes of 10000 damaged files: ~p", [Counts]),
+    ?assert(maps:get(corrupt, Counts, 0) > 5000).
+
+damage_once(Good, Bad, All) ->
+    Size = byte_size(Good),
+    Damaged = case rand:uniform(3) of
+                  1 -> binary:part(Good, 0, rand:uniform(Size) - 1);
+                  _ -> flip(Good, rand:uniform(4))
+              end,
+    ok = file:write_file(Bad, Damaged),
+    Self = self(),
+    {Pid, Mon} = spawn_monitor(fun() -> Self ! {self(), read_both(Bad)} end),
+    receive
+        {Pid, {Stop, Skip}} ->
+            demonitor(Mon, [flush]),
+            check_damaged(Stop, Skip, All, Bad)
+    after 10000 ->
+            exit(Pid, kill),
+            error({reader_hangs, Damaged})
+    end.
+
+read_both(Bad) ->
+    {tracekit_file:read(Bad),
+     tracekit_file:fold(fun(E, Acc) -> [E | Acc] end, [], Bad, #{damaged => skip})}.
+
+%% Bytes changed at N random places.
+flip(Bin, 0) ->
+    Bin;
+flip(Bin, N) ->
+    At = rand:uniform(byte_size(Bin)) - 1,
+    <<Pre:At/binary, B, Post/binary>> = Bin,
+    flip(<<Pre/binary, (B bxor (rand:uniform(255))), Post/binary>>, N - 1).
+
+check_damaged({ok, Evs}, _, All, _) ->
+    %% Cut at a chunk's end (which reads as a file still being written),
+    %% or damage nothing reads: a prefix of the events.
+    Ns = numbers(Evs),
+    ?assertEqual(lists:sublist(All, length(Ns)), Ns),
+    intact;
+check_damaged({error, {corrupt, Bad, Off}, Evs}, {_, Reason, SkipAcc}, All, Bad)
+  when is_integer(Off) ->
+    Ns = numbers(Evs),
+    ?assertEqual(lists:sublist(All, length(Ns)), Ns),
+    %% Skipping reads at least as much, only events that were there, in
+    %% order, and says what it skipped.
+    Skipped = numbers(lists:reverse(SkipAcc)),
+    ?assert(length(Skipped) >= length(Ns)),
+    ?assertEqual(Skipped, [I || I <- All, lists:member(I, Skipped)]),
+    ?assertMatch({skipped, [_ | _]}, Reason),
+    corrupt;
+check_damaged({error, {file, Bad, not_a_trace}, []}, _, _, Bad) ->
+    not_a_trace.
+
+%% A disk that fills (here a file size limit of the peer's process): the
+%% VM keeps running, write errors and drops are counted, close returns.
+disk_fills(Config) ->
+    Path = path(Config, "full.tkt"),
+    Paths = [filename:dirname(code:which(M)) || M <- [tracekit_file, ?MODULE]],
+    Sh = "ulimit -f 2048; trap '' XFSZ; exec \"$0\" \"$@\"",
+    Erl = os:find_executable("erl"),
+    {ok, Peer, _} = peer:start_link(#{connection => standard_io,
+                                      exec => {"/bin/sh", ["-c", Sh, Erl]},
+                                      args => lists:append([["-pa", P] || P <- Paths])}),
+    try
+        Stats = peer:call(Peer, ?MODULE, fill_disk, [Path], 60000),
+        ct:log("~p", [Stats]),
+        #{write_errors := E, dropped := D, written := W, last_error := Why,
+          buffered := 0} = Stats,
+        ?assert(E > 0),
+        ?assert(D > 0),
+        ?assert(W > 0),
+        ?assertEqual(efbig, Why),
+        ?assertEqual(100001, W + D), % and the done message
+        ?assert(filelib:file_size(Path) =< 2048 * 1024),
+        ?assertEqual(4, peer:call(Peer, erlang, '+', [2, 2])), % still running
+        %% What reached the file reads back: exactly the events written,
+        %% then the chunk the limit cut.
+        Evs = case tracekit_file:read(Path) of
+                  {ok, Es} -> Es;
+                  {error, {corrupt, Path, _}, Es} -> Es
+              end,
+        Ns = numbers(Evs),
+        ?assertEqual(W, length(Ns)),
+        ?assertEqual(Ns, lists:usort(Ns))
+    after
+        peer:stop(Peer)
+    end,
+    %% A device that is full from the start: the path cannot be made.
+    case filelib:is_file("/dev/full") of
+        true -> ?assertEqual({error, {file, "/dev/full", enospc}},
+                             tracekit_file:new(#{path => "/dev/full"}));
+        false -> ok
+    end.
+
+fill_disk(Path) ->
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    S = trace:session_create(full, {tracekit_file, F}, []),
+    Self = self(),
+    P = spawn(fun() -> receive go -> ok end,
+                       [self() ! {n, I, binary:copy(<<I:32>>, 8)} || I <- lists:seq(1, 100000)],
+                       Self ! {done, self()} end),
+    1 = trace:process(S, P, true, [send]),
+    P ! go,
+    receive {done, P} -> ok end,
+    trace:session_destroy(S),
+    ok = tracekit_file:close(F),
+    tracekit_file:stats(F).
+
+%% Bad paths and options: clear errors, before anything is traced.
+bad_paths_and_options(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Missing = filename:join([Dir, "no", "such", "dir", "t.tkt"]),
+    ?assertEqual({error, {file, Missing, enoent}}, tracekit_file:new(#{path => Missing})),
+    ReadOnly = filename:join(Dir, "ro"),
+    ok = file:make_dir(ReadOnly),
+    ok = file:change_mode(ReadOnly, 8#500),
+    InRo = filename:join(ReadOnly, "t.tkt"),
+    case os:getenv("USER") =:= "root" orelse os:cmd("id -u") =:= "0\n" of
+        true -> ok; % root writes anywhere
+        false -> ?assertEqual({error, {file, InRo, eacces}}, tracekit_file:new(#{path => InRo}))
+    end,
+    ?assertEqual({error, {file, Dir, eisdir}}, tracekit_file:new(#{path => Dir})),
+    P = path(Config, "opts.tkt"),
+    Bad = [{wrap, {100, 3}}, {wrap, {16384, 0}}, {wrap, x}, {max_bytes, 0},
+           {max_bytes, -1}, {buffer, 1000}, {buffer, 1 bsl 40}, {payload, huge},
+           {tags, [nope]}, {tags, [send | x]}, {nonsense, 1}],
+    [?assertEqual({error, {badopt, O}}, tracekit_file:new(maps:from_list([{path, P}, O])))
+     || O <- Bad],
+    ?assertEqual({error, {badopt, {path, missing}}}, tracekit_file:new(#{})),
+    ?assertEqual({error, {badopt, {path, <<>>}}}, tracekit_file:new(#{path => <<>>})),
+    ?assertEqual({error, {badopt, {path, 42}}}, tracekit_file:new(#{path => 42})),
+    ?assertEqual({error, {badopt, nonsense}}, tracekit_file:new(nonsense)),
+    %% Readers: a missing file, a file that is not a trace.
+    ?assertEqual({error, {no_files, Missing}, []}, tracekit_file:read(Missing)),
+    NotTrace = path(Config, "not_a_trace"),
+    ok = file:write_file(NotTrace, <<"hello">>),
+    ?assertEqual({error, {file, NotTrace, not_a_trace}, []}, tracekit_file:read(NotTrace)),
+    %% Its NIFs refuse what is not a file.
+    ?assertError(badarg, tracekit_file:stats(make_ref())),
+    ?assertError(badarg, tracekit_file:close(self())),
+    ?assertError(badarg, tracekit_file:flush(<<>>)).
