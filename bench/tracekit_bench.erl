@@ -1,12 +1,13 @@
-%% @doc `make bench': tracekit_ring against the other ways to trace, side
-%% by side in one VM run.
+%% @doc `make bench': tracekit_ring and tracekit_file against the other
+%% ways to trace, side by side in one VM run.
 %%
 %% Two workloads: a process sending small messages to another, and a
 %% process calling a traced local function f/1. Each tracer runs every
 %% workload REPS times, the tracers interleaved within each repetition so
 %% that machine noise hits all of them alike; the table shows medians, and
 %% the targets are checked as ratios of medians from this same run.
-%% Then: memory during 5 s of overload, and the drain rate.
+%% Then: memory during 5 s of overload, the drain rate, and the rate a
+%% trace file sustains (beside dbg's file port and the process tracer).
 -module(tracekit_bench).
 
 -export([main/0, main/1, drain_main/1, f/1]).
@@ -16,14 +17,14 @@
 -define(CALL_N, 400000).
 
 -define(TRACERS, [none, empty_discard, empty_trace, floor, ring_none, ring_full,
-                  ring_full_big, ring_full_drop, process, dbg_file]).
+                  ring_full_big, ring_full_drop, file, process, dbg_file]).
 
 main() ->
     main(#{}).
 
 main(Opts) ->
     %% A tracer module must be loaded before a session can use it.
-    [{module, _} = code:ensure_loaded(M) || M <- [tk_bench_tracer, tracekit_ring]],
+    [{module, _} = code:ensure_loaded(M) || M <- [tk_bench_tracer, tracekit_ring, tracekit_file]],
     Reps = maps:get(reps, Opts, ?REPS),
     io:format("tracekit benchmarks: OTP ~s, erts ~s, ~p schedulers, ~p reps "
               "(medians)~n~n",
@@ -34,7 +35,8 @@ main(Opts) ->
     Checks = targets(Results),
     Mem = memory_overload(maps:get(overload_ms, Opts, 5000)),
     Drain = drain_rate("defaults"),
-    Checks2 = Checks ++ Mem ++ Drain,
+    Sustained = sustained(maps:get(sustain_ms, Opts, 10000)),
+    Checks2 = Checks ++ Mem ++ Drain ++ Sustained,
     io:format("~ntargets:~n"),
     [io:format("  ~-62s ~8s  ~s~n", [Name, fmt(Value), verdict(Ok)])
      || {Name, Value, Ok} <- Checks2],
@@ -136,6 +138,13 @@ tracer(ring_full_drop) ->
     [ok = tracekit_ring:trace_send(send, R, self(), fill, #{}) || _ <- lists:seq(1, 200)],
     false = (trace =:= tracekit_ring:enabled_send(send, R, self())),
     {{tracekit_ring, R}, fun() -> tracekit_ring:close(R) end};
+%% A trace file (default 1 MiB buffer per scheduler), its writer thread
+%% writing while the run goes on.
+tracer(file) ->
+    Path = filename:join(bench_dir(), "bench.tkt"),
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    {{tracekit_file, F},
+     fun() -> ok = tracekit_file:close(F), file:delete(Path) end};
 tracer(process) ->
     P = spawn(fun sink/0),
     {P, fun() -> wait_empty(P), exit(P, kill) end};
@@ -176,6 +185,7 @@ label(ring_none) -> "tracekit_ring, payload none";
 label(ring_full) -> "tracekit_ring, payload full";
 label(ring_full_big) -> "tracekit_ring, payload full, 32 MiB";
 label(ring_full_drop) -> "tracekit_ring, full ring under drop";
+label(file) -> "tracekit_file, payload full, 1 MiB buffers";
 label(process) -> "process tracer (discards)";
 label(dbg_file) -> "dbg file port tracer".
 
@@ -212,7 +222,9 @@ targets(Results) ->
              G(ring_full_drop) / G(empty_discard),
              G(ring_full_drop) / G(empty_discard) =< 1.05},
             {P ++ "ring (full) cost / process tracer cost <= 0.35",
-             Over(ring_full) / Over(process), Over(ring_full) / Over(process) =< 0.35}]
+             Over(ring_full) / Over(process), Over(ring_full) / Over(process) =< 0.35},
+            {P ++ "file / ring (payload full) <= 1.10",
+             G(file) / G(ring_full), G(file) / G(ring_full) =< 1.10}]
        end || {W, R} <- Results]).
 
 %%% Memory under overload -------------------------------------------------------
@@ -342,3 +354,143 @@ fill(R, N) ->
     receive done -> ok end,
     trace:session_destroy(S),
     exit(Sink, kill).
+
+%%% Sustained rate to disk -------------------------------------------------------
+
+%% Two senders (one per scheduler) send at a fixed total rate, each traced
+%% into the same tracer: steps of rising rate, each for StepMs, until a
+%% trace file loses events; then the highest rate without loss again for
+%% Ms. dbg's file port and the process tracer run the same rates beside it
+%% (they never drop: their queues grow). Reported: events per second
+%% written with no loss, the rate where loss begins, the VM's memory
+%% growth, and bytes per event on disk.
+sustained(Ms) ->
+    StepMs = 2000,
+    Rates = [100000, 200000, 400000, 800000, 1600000, 3200000],
+    io:format("~ntrace files under a sustained rate (2 senders, ~p ms steps):~n"
+              "  ~-12s ~-12s ~12s ~10s ~12s ~11s~n",
+              [StepMs, "rate/s", "tracer", "written", "lost", "mem +MiB", "bytes/ev"]),
+    Steps = sustain_steps(Rates, StepMs),
+    Ok = [R || {R, #{lost := 0}} <- Steps],
+    Best = lists:max([0 | Ok]),
+    LossAt = case [R || {R, #{lost := L}} <- Steps, L > 0] of
+                 [] -> none;
+                 Ls -> lists:min(Ls)
+             end,
+    Long = case Best of
+               0 -> #{lost => 1, written => 0, mem => 0, bytes => 0};
+               _ -> step(file, Best, Ms)
+           end,
+    Dbg = step(dbg_file, Best, StepMs),
+    Proc = step(process, Best, StepMs),
+    [print_step(Best, T, R) || {T, R} <- [{file, Long}, {dbg_file, Dbg}, {process, Proc}]],
+    io:format("  highest rate without loss (2 s steps): ~p/s, confirmed over ~p ms: ~s; "
+              "loss begins at ~p/s~n",
+              [Best, Ms, case Long of #{lost := 0} -> "yes"; _ -> "no" end, LossAt]),
+    Buffers = 2 * (1 bsl 20),
+    [{"file: events/s written with no loss for 10 s (thousands)", Best div 1000,
+      maps:get(lost, Long) =:= 0 andalso Best > 0},
+     {"file: memory growth <= buffers + 16 MiB (MiB)", maps:get(mem, Long) bsr 20,
+      maps:get(mem, Long) =< Buffers + (16 bsl 20)},
+     {"file: bytes per event / dbg's", ratio(Long, Dbg), ratio(Long, Dbg) =< 1.0}].
+
+ratio(#{bytes := B1, written := W1}, #{bytes := B2, written := W2}) when W1 > 0, W2 > 0 ->
+    (B1 / W1) / (B2 / W2);
+ratio(_, _) ->
+    0.0.
+
+sustain_steps([], _) ->
+    [];
+sustain_steps([Rate | Rest], StepMs) ->
+    R = step(file, Rate, StepMs),
+    print_step(Rate, file, R),
+    case R of
+        #{lost := 0} -> [{Rate, R} | sustain_steps(Rest, StepMs)];
+        _ -> [{Rate, R}]
+    end.
+
+print_step(Rate, T, #{written := W, lost := L, mem := M, bytes := B}) ->
+    io:format("  ~-12w ~-12s ~12w ~10w ~12.1f ~11.1f~n",
+              [Rate, T, W, L, M / (1 bsl 20), case W of 0 -> 0.0; _ -> B / W end]).
+
+%% One run of Ms at Rate events/s (both senders together) under tracer T.
+step(T, Rate, Ms) ->
+    garbage_collect(),
+    M0 = erlang:memory(total),
+    {Tracer, Finish} = sustain_tracer(T),
+    S = trace:session_create(bench_sustain, Tracer, []),
+    Sinks = [spawn(fun sink/0) || _ <- [1, 2]],
+    Self = self(),
+    Until = erlang:monotonic_time(millisecond) + Ms,
+    Senders = [spawn(fun() -> receive go -> ok end,
+                              paced(Sink, Rate div 2, Until, 0),
+                              Self ! {sent, self()}
+                     end) || Sink <- Sinks],
+    [1 = trace:process(S, P, true, [send]) || P <- Senders],
+    [P ! go || P <- Senders],
+    Peak = sample(M0, M0, Until),
+    [receive {sent, P} -> ok end || P <- Senders],
+    trace:session_destroy(S),
+    [exit(P, kill) || P <- Sinks],
+    maps:put(mem, Peak - M0, Finish()).
+
+%% Sends PerSec messages a second, in batches every millisecond.
+paced(Sink, PerSec, Until, Sent) ->
+    Now = erlang:monotonic_time(millisecond),
+    case Now >= Until of
+        true -> Sent;
+        false ->
+            Batch = max(1, PerSec div 1000),
+            [Sink ! {m, I} || I <- lists:seq(1, Batch)],
+            Next = Now + 1,
+            wait_until(Next),
+            paced(Sink, PerSec, Until, Sent + Batch)
+    end.
+
+wait_until(T) ->
+    case erlang:monotonic_time(millisecond) >= T of
+        true -> ok;
+        false -> erlang:yield(), wait_until(T)
+    end.
+
+sustain_tracer(file) ->
+    Path = filename:join(bench_dir(), "sustain.tkt"),
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    {{tracekit_file, F},
+     fun() ->
+             ok = tracekit_file:close(F),
+             #{written := W, dropped := D, bytes := B} = tracekit_file:stats(F),
+             file:delete(Path),
+             #{written => W, lost => D, bytes => B}
+     end};
+sustain_tracer(dbg_file) ->
+    Path = filename:join(bench_dir(), "sustain.dbg"),
+    Port = (dbg:trace_port(file, Path))(),
+    {Port,
+     fun() ->
+             %% The port writes what is queued before it closes.
+             erlang:port_close(Port),
+             {ok, Bin} = file:read_file(Path),
+             file:delete(Path),
+             #{written => dbg_records(Bin, 0), lost => 0, bytes => byte_size(Bin)}
+     end};
+sustain_tracer(process) ->
+    P = spawn(fun() -> count(0) end),
+    {P,
+     fun() ->
+             wait_empty(P),
+             P ! {count, self()},
+             N = receive {count, P, C} -> C end,
+             exit(P, kill),
+             #{written => N, lost => 0, bytes => 0}
+     end}.
+
+count(N) ->
+    receive
+        {count, From} -> From ! {count, self(), N}, count(N);
+        _ -> count(N + 1)
+    end.
+
+%% dbg's file format: each message as <<0, Size:32, term_to_binary>>.
+dbg_records(<<0, Size:32, _:Size/binary, Rest/binary>>, N) -> dbg_records(Rest, N + 1);
+dbg_records(_, N) -> N.
