@@ -19,7 +19,7 @@
 
 -record(r, {index :: non_neg_integer(),
             file :: file:filename_all(),
-            h :: reference() | closed,
+            h :: tracekit_core:reader() | closed,
             dict = {} :: tuple(),
             %% The machine's reference anchor and rate (FORMAT.md, "Time").
             ref = {0, 0, 1000000000} :: {non_neg_integer(), non_neg_integer(),

@@ -263,7 +263,9 @@ check_config([O | _], _) ->
 set_nif(_Ring, _Paused, _Tags, _Sample) ->
     erlang:nif_error(not_loaded).
 
-%% @doc Removes and returns every event recorded so far, oldest first.
+%% @doc Removes and returns every event recorded so far (as many as were
+%% waiting when the call began: producers that go on recording cannot keep
+%% it from returning), oldest first.
 %% Events of one traced process come in the order they happened; events of
 %% different processes are merged by time. Several processes may drain one
 %% ring at once: each event goes to exactly one of them.

@@ -14,7 +14,8 @@
          set_holds_for_slow_events/1, set_rechecks_in_trace/1,
          funs_and_bignums_under_a_budget/1, match_spec_result_is_payload/1,
          full_payload_up_to_the_record_limit/1, count_ignores_junk_tags/1,
-         option_error_shapes/1, sizes_beyond_memory/1, reload_nif_libraries/1]).
+         option_error_shapes/1, sizes_beyond_memory/1, reload_nif_libraries/1,
+         drain_returns_under_load/1]).
 -export([memory_check_on_peer/0, echo/1]).
 
 all() ->
@@ -24,7 +25,7 @@ all() ->
      set_rechecks_in_trace, funs_and_bignums_under_a_budget,
      match_spec_result_is_payload, full_payload_up_to_the_record_limit,
      count_ignores_junk_tags, option_error_shapes, sizes_beyond_memory,
-     reload_nif_libraries].
+     reload_nif_libraries, drain_returns_under_load].
 
 end_per_testcase(_, _) ->
     _ = seq_trace:set_system_tracer(false),
@@ -346,3 +347,21 @@ reload_nif_libraries(_Config) ->
     ?assertEqual([{0, -1}], tracekit_core:seq_order([{print, 0, 0, 1, 0, -1, 0, false}])),
     exit(P, kill),
     [trace:session_destroy(X) || X <- [S, S2]].
+
+%% drain/1 takes what was waiting when it began: producers recording
+%% faster than it decodes cannot keep it from returning.
+drain_returns_under_load(_Config) ->
+    {ok, R} = tracekit_ring:new(#{size => 1 bsl 20, policy => overwrite}),
+    S = trace:session_create(edge_drain_load, {tracekit_ring, R}, []),
+    Ps = [spawn(fun Loop() -> self() ! tick, receive tick -> Loop() end end)
+          || _ <- lists:seq(1, 4 * erlang:system_info(schedulers))],
+    [1 = trace:process(S, P, true, [send, 'receive']) || P <- Ps],
+    timer:sleep(100),
+    Self = self(),
+    D = spawn(fun() -> [_ = tracekit_ring:drain(R) || _ <- lists:seq(1, 5)],
+                       Self ! {drained, self()} end),
+    receive {drained, D} -> ok
+    after 20000 -> error(drain_does_not_return)
+    end,
+    [exit(P, kill) || P <- Ps],
+    trace:session_destroy(S).

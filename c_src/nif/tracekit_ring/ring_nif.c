@@ -1,9 +1,8 @@
 /* ring_nif.c: the tracekit_ring NIF library: load and upgrade, the ring
- * resource, and the functions people call (new, close, stats, set, drain).
- * The VM's callbacks are in tracer.c. */
+ * resource, the functions people call (new, close, stats, set, drain) and
+ * the VM's callbacks (the recorders' hot path, tk_recorder.c). */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ring.h"
 #include "tk_clock.h"
@@ -22,32 +21,27 @@ static void ring_dtor(ErlNifEnv *env, void *obj)
     atomic_fetch_sub(&lib->alive, 1);
     /* No callback can be running: the VM holds the state term (which
      * keeps this resource alive) for as long as any tracee may call us. */
-    for (unsigned i = 0; i < TK_THREAD_SLOTS; i++) {
-        tk_ring *ring = atomic_load(&r->producers[i]);
-        if (ring != NULL) {
-            tk_ring_destroy(ring);
-            enif_free(ring);
-        }
-    }
-    for (unsigned i = 0; i < r->pool_n; i++)
-        if (r->pool[i] != NULL) { /* never handed out */
-            tk_ring_destroy(r->pool[i]);
-            enif_free(r->pool[i]);
-        }
-    enif_free(r->pool);
+    if (r->rec != NULL)
+        tk_recorder_free(r->rec);
     tk_merge_destroy(&r->merge);
-    if (r->payload_ready)
-        tk_payload_destroy(&r->payload);
-    if (r->cfg_ready)
-        tk_pub_destroy(&r->cfg);
     if (r->lock != NULL)
         enif_mutex_destroy(r->lock);
 }
 
+static ring_res *get_ring(const ring_lib *lib, ErlNifEnv *env, ERL_NIF_TERM t)
+{
+    ring_res *r;
+    return enif_get_resource(env, t, lib->ring_type, (void **)&r) ? r : NULL;
+}
+
 /* ---- load and upgrade -------------------------------------------------------- */
 
+#define TK_NIF_UNLOAD_MORE(priv) tk_recorder_lib_free(&((ring_lib *)(priv))->rec)
+
+/* On an upgrade, rings made before stay rings (the resource type is taken
+ * over) and keep their count. */
 static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
-                    long alive)
+                    void *old_priv)
 {
     ring_lib *lib = enif_alloc(sizeof *lib);
     if (lib == NULL)
@@ -56,10 +50,10 @@ static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
 #define RING_ATOM_INIT(a) lib->am_##a = enif_make_atom(env, #a);
     RING_ATOMS(RING_ATOM_INIT)
 #undef RING_ATOM_INIT
-    atomic_init(&lib->alive, alive);
+    atomic_init(&lib->alive, old_priv != NULL ? atomic_load(&((ring_lib *)old_priv)->alive) : 0);
     lib->ring_type = enif_open_resource_type(env, NULL, "tracekit_ring",
                                              ring_dtor, flags, NULL);
-    if (lib->ring_type == NULL || tk_codec_init(&lib->codec, env) != 0) {
+    if (lib->ring_type == NULL || tk_recorder_lib_init(&lib->rec, env) != 0) {
         enif_free(lib);
         return -1;
     }
@@ -74,51 +68,10 @@ static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
     return 0;
 }
 
-static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
-{
-    (void)info;
-    return open_lib(env, priv, ERL_NIF_RT_CREATE, 0);
-}
-
-/* A new version of the module: rings made before stay rings (the
- * resource type is taken over) and keep their count. */
-static int upgrade(ErlNifEnv *env, void **priv, void **old_priv,
-                   ERL_NIF_TERM info)
-{
-    (void)info;
-    ring_lib *old = *old_priv;
-    return open_lib(env, priv, ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER,
-                    atomic_load(&old->alive));
-}
-
-static void unload(ErlNifEnv *env, void *priv)
-{
-    (void)env;
-    ring_lib *lib = priv;
-    tk_scratch_free(&lib->scratch);
-    enif_free(lib);
-}
+#include "tk_niflib.h"
+TK_NIF_LIFE(open_lib)
 
 /* ---- limits: the one statement of them, asked by tracekit_ring.erl ----- */
-
-/* What all the rings of one ring resource may take at creation: half of
- * the machine's memory. */
-static uint64_t memory_limit(void)
-{
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0)
-        return UINT64_MAX;
-    return (uint64_t)pages * (uint64_t)page / 2;
-}
-
-/* Rings made ready at creation: one per normal scheduler. */
-static unsigned pool_size(void)
-{
-    ErlNifSysInfo info;
-    enif_system_info(&info, sizeof info);
-    unsigned n = info.scheduler_threads > 0 ? (unsigned)info.scheduler_threads : 1;
-    return n < TK_THREAD_SHARED ? n : TK_THREAD_SHARED;
-}
 
 /* limits() -> #{min_size, max_size, memory, schedulers, max_bytes,
  * drain_chunk}. */
@@ -128,12 +81,12 @@ static ERL_NIF_TERM limits_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
     (void)argv;
     const ring_lib *lib = enif_priv_data(env);
     ERL_NIF_TERM keys[] = {lib->am_min_size, lib->am_max_size, lib->am_memory,
-                           enif_make_atom(env, "schedulers"), lib->am_max_bytes,
+                           lib->am_schedulers, lib->rec.am_max_bytes,
                            lib->am_drain_chunk};
     ERL_NIF_TERM vals[] = {enif_make_uint64(env, TK_RING_MIN_SIZE),
                            enif_make_uint64(env, TK_RING_MAX_SIZE),
-                           enif_make_uint64(env, memory_limit()),
-                           enif_make_uint(env, pool_size()),
+                           enif_make_uint64(env, tk_recorder_memory_limit()),
+                           enif_make_uint(env, tk_recorder_pool_size()),
                            enif_make_uint64(env, TK_PAYLOAD_MAX_BYTES),
                            enif_make_uint(env, DRAIN_CHUNK)};
     ERL_NIF_TERM map;
@@ -147,7 +100,7 @@ static ERL_NIF_TERM tags_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
     (void)argc;
     (void)argv;
     const ring_lib *lib = enif_priv_data(env);
-    return tk_codec_tag_list(&lib->codec, env, TK_TAGSET_ALL);
+    return tk_codec_tag_list(&lib->rec.codec, env, TK_TAGSET_ALL);
 }
 
 /* ---- new(Size, Policy, Payload, MaxBytes, Tags) ---------------------------
@@ -155,137 +108,72 @@ static ERL_NIF_TERM tags_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
  * is checked again (anyone may call this function), a bad argument is
  * badarg. */
 
-static ring_res *new_ring(ring_lib *lib, uint64_t size,
-                          tk_ring_policy policy, tk_payload_mode mode,
-                          uint64_t max_bytes, tk_tagset tags, bool all_tags)
-{
-    ring_res *r = enif_alloc_resource(lib->ring_type, sizeof *r);
-    if (r == NULL)
-        return NULL;
-    memset(r, 0, sizeof *r);
-    atomic_fetch_add(&lib->alive, 1); /* the destructor runs from here on */
-    r->size = size;
-    r->policy = policy;
-    r->registry = tk_thread_registry();
-    if (tk_payload_init(&r->payload, mode, max_bytes) != 0)
-        goto fail;
-    r->payload_ready = true;
-    /* The room enabled_* asks for: enough for a typical event; a bigger
-     * one that finds no room is dropped (and counted) in trace_*. */
-    size_t maxp = tk_ring_max_payload_of(size);
-    r->reserve = mode == TK_PAYLOAD_NONE ? 64 : 256;
-    if (r->reserve > maxp)
-        r->reserve = maxp;
-    ring_cfg cfg = {.paused = false, .all_tags = all_tags, .sample = 1,
-                    .tags = tags};
-    if (tk_pub_init(&r->cfg, sizeof cfg, &cfg) != 0)
-        goto fail;
-    r->cfg_ready = true;
-    /* One ready ring per normal scheduler, memory touched now rather than
-     * on the schedulers' first laps. */
-    unsigned want = pool_size();
-    r->pool = enif_alloc(want * sizeof *r->pool);
-    if (r->pool == NULL)
-        goto fail;
-    for (; r->pool_n < want; r->pool_n++) {
-        tk_ring *ring = enif_alloc(sizeof *ring);
-        if (ring == NULL || tk_ring_init(ring, size, policy) != 0) {
-            enif_free(ring);
-            goto fail;
-        }
-        memset((void *)ring->words, 0, size);
-        r->pool[r->pool_n] = ring;
-    }
-    r->lock = enif_mutex_create("tracekit_ring");
-    if (r->lock == NULL || tk_merge_init(&r->merge, TK_THREAD_SLOTS) != 0)
-        goto fail;
-    return r;
-fail:
-    enif_release_resource(r);
-    return NULL;
-}
-
 static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     ring_lib *lib = enif_priv_data(env);
-    ErlNifUInt64 size, max_bytes;
-    tk_tagset tags;
-    tk_payload_mode mode;
-    if (argv[2] == lib->am_full)
-        mode = TK_PAYLOAD_FULL;
-    else if (argv[2] == lib->am_none)
-        mode = TK_PAYLOAD_NONE;
-    else if (argv[2] == lib->am_max_bytes)
-        mode = TK_PAYLOAD_MAX;
-    else
+    tk_recorder_args a;
+    if (tk_recorder_args_get(&lib->rec, env, argv, &a) != 0)
         return enif_make_badarg(env);
-    if (!enif_get_uint64(env, argv[0], &size) || !tk_ring_size_ok(size) ||
-        size * pool_size() > memory_limit() ||
-        !(argv[1] == lib->am_drop || argv[1] == lib->am_overwrite) ||
-        !enif_get_uint64(env, argv[3], &max_bytes) ||
-        max_bytes > TK_PAYLOAD_MAX_BYTES ||
-        tk_codec_tagset(&lib->codec, env, argv[4], &tags) != 0)
-        return enif_make_badarg(env);
-    ring_res *r = new_ring(lib, size,
-                           argv[1] == lib->am_drop ? TK_RING_DROP : TK_RING_OVERWRITE,
-                           mode, max_bytes, tags, argv[4] == lib->am_true);
+    ring_res *r = enif_alloc_resource(lib->ring_type, sizeof *r);
     if (r == NULL)
         return enif_raise_exception(env, lib->am_enomem);
-    ERL_NIF_TERM t = enif_make_resource(env, r);
+    memset(r, 0, sizeof *r);
+    atomic_fetch_add(&lib->alive, 1); /* the destructor runs from here on */
+    r->lock = enif_mutex_create("tracekit_ring");
+    r->rec = tk_recorder_new(a.size, a.policy, a.mode, a.max_bytes, a.tags,
+                             a.all_tags);
+    ERL_NIF_TERM ret;
+    if (r->lock == NULL || r->rec == NULL ||
+        tk_merge_init(&r->merge, TK_THREAD_SLOTS) != 0)
+        ret = enif_raise_exception(env, lib->am_enomem);
+    else
+        ret = enif_make_tuple2(env, lib->rec.am_ok, enif_make_resource(env, r));
     enif_release_resource(r);
-    return enif_make_tuple2(env, lib->am_ok, t);
+    return ret;
 }
 
 static ERL_NIF_TERM close_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     ring_lib *lib = enif_priv_data(env);
-    ring_res *r = ring_get(lib, env, argv[0]);
+    ring_res *r = get_ring(lib, env, argv[0]);
     if (r == NULL)
         return enif_make_badarg(env);
-    atomic_store_explicit(&r->closed, true, memory_order_release);
-    return lib->am_ok;
+    tk_recorder_close(r->rec);
+    return lib->rec.am_ok;
+}
+
+/* Events recorded and not yet drained, overwritten or found undecodable
+ * (never less than what is staged). Under r->lock. */
+static uint64_t buffered_locked(ring_res *r)
+{
+    tk_recorder_stats s;
+    tk_recorder_stats_get(r->rec, &s);
+    uint64_t gone = r->drained + r->undecodable + s.overwritten;
+    uint64_t buffered = s.written > gone ? s.written - gone : 0;
+    uint64_t staged = tk_merge_staged(&r->merge);
+    return buffered > staged ? buffered : staged;
 }
 
 static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     ring_lib *lib = enif_priv_data(env);
-    ring_res *r = ring_get(lib, env, argv[0]);
+    ring_res *r = get_ring(lib, env, argv[0]);
     if (r == NULL)
         return enif_make_badarg(env);
-    uint64_t written = 0, dropped = 0, overwritten = 0, bytes = 0,
-             filtered = 0, truncated = 0;
-    unsigned producers = 0;
-    for (unsigned i = 0; i < TK_THREAD_SLOTS; i++) {
-        filtered += tk_stat_read(&r->slots[i].filtered);
-        truncated += tk_stat_read(&r->slots[i].truncated);
-        tk_ring *ring = atomic_load_explicit(&r->producers[i], memory_order_acquire);
-        if (ring == NULL)
-            continue;
-        producers++;
-        written += tk_stat_read(&ring->written);
-        dropped += tk_stat_read(&ring->dropped);
-        overwritten += tk_stat_read(&ring->overwritten);
-        bytes += tk_stat_read(&ring->bytes);
-    }
-    dropped += atomic_load_explicit(&r->lost, memory_order_relaxed);
+    tk_recorder_stats s;
+    tk_recorder_stats_get(r->rec, &s);
     enif_mutex_lock(r->lock);
     uint64_t drained = r->drained, undecodable = r->undecodable;
-    uint64_t staged = tk_merge_staged(&r->merge);
+    uint64_t buffered = buffered_locked(r);
     enif_mutex_unlock(r->lock);
-    /* Still to be drained: in the rings (counts read above may be a little
-     * apart from `drained`; never report less than what is staged). */
-    uint64_t gone = drained + undecodable + overwritten;
-    uint64_t buffered = written > gone ? written - gone : 0;
-    if (buffered < staged)
-        buffered = staged;
-
-    ring_cfg cfg;
-    tk_pub_get(&r->cfg, &cfg);
+    tk_recorder_cfg cfg;
+    tk_recorder_cfg_get(r->rec, &cfg);
+    const tk_recorder_lib *rl = &lib->rec;
     ERL_NIF_TERM tags = cfg.all_tags ? lib->am_all
-                                     : tk_codec_tag_list(&lib->codec, env, cfg.tags);
+                                     : tk_codec_tag_list(&rl->codec, env, cfg.tags);
     ERL_NIF_TERM keys[] = {lib->am_written, lib->am_dropped, lib->am_overwritten,
                            lib->am_bytes, lib->am_producers, lib->am_filtered,
                            lib->am_truncated, lib->am_drained,
@@ -293,16 +181,16 @@ static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
                            lib->am_policy, lib->am_closed, lib->am_paused,
                            lib->am_sample, lib->am_tags};
     ERL_NIF_TERM vals[] = {
-        enif_make_uint64(env, written), enif_make_uint64(env, dropped),
-        enif_make_uint64(env, overwritten), enif_make_uint64(env, bytes),
-        enif_make_uint(env, producers), enif_make_uint64(env, filtered),
-        enif_make_uint64(env, truncated), enif_make_uint64(env, drained),
+        enif_make_uint64(env, s.written), enif_make_uint64(env, s.dropped),
+        enif_make_uint64(env, s.overwritten), enif_make_uint64(env, s.bytes),
+        enif_make_uint(env, s.producers), enif_make_uint64(env, s.filtered),
+        enif_make_uint64(env, s.truncated), enif_make_uint64(env, drained),
         enif_make_uint64(env, undecodable), enif_make_uint64(env, buffered),
-        enif_make_uint64(env, r->size),
-        r->policy == TK_RING_DROP ? lib->am_drop : lib->am_overwrite,
-        atomic_load(&r->closed) ? lib->am_true : lib->am_false,
-        cfg.paused ? lib->am_true : lib->am_false,
-        enif_make_uint(env, cfg.sample), tags};
+        enif_make_uint64(env, r->rec->size),
+        r->rec->policy == TK_RING_DROP ? rl->am_drop : rl->am_overwrite,
+        atomic_load(&r->rec->closed) ? rl->am_true : rl->am_false,
+        cfg.paused ? rl->am_true : rl->am_false, enif_make_uint(env, cfg.sample),
+        tags};
     ERL_NIF_TERM map;
     enif_make_map_from_arrays(env, keys, vals, sizeof keys / sizeof keys[0], &map);
     return map;
@@ -310,35 +198,17 @@ static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 
 /* set_nif(Ring, Paused, Tags, Sample): each `undefined' or a new value
  * (checked by tracekit_ring:set/2, and again here). Returns when every
- * callback that could act on the old configuration has finished. Runs on a
+ * callback that could act on the old settings has finished. Runs on a
  * dirty scheduler: the grace period can take a while if a reader thread
  * is descheduled. */
 static ERL_NIF_TERM set_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     ring_lib *lib = enif_priv_data(env);
-    ring_res *r = ring_get(lib, env, argv[0]);
-    unsigned sample = 0;
-    tk_tagset tags = 0;
-    if (r == NULL ||
-        !(argv[1] == lib->am_undefined || argv[1] == lib->am_true ||
-          argv[1] == lib->am_false) ||
-        !(argv[2] == lib->am_undefined ||
-          tk_codec_tagset(&lib->codec, env, argv[2], &tags) == 0) ||
-        !(argv[3] == lib->am_undefined ||
-          (enif_get_uint(env, argv[3], &sample) && sample >= 1)))
+    ring_res *r = get_ring(lib, env, argv[0]);
+    if (r == NULL || tk_recorder_set(&lib->rec, env, r->rec, argv + 1) != 0)
         return enif_make_badarg(env);
-    ring_cfg *c = tk_pub_stage(&r->cfg);
-    if (argv[1] != lib->am_undefined)
-        c->paused = argv[1] == lib->am_true;
-    if (argv[2] != lib->am_undefined) {
-        c->tags = tags;
-        c->all_tags = argv[2] == lib->am_true;
-    }
-    if (argv[3] != lib->am_undefined)
-        c->sample = sample;
-    tk_pub_commit(&r->cfg);
-    return lib->am_ok;
+    return lib->rec.am_ok;
 }
 
 /* Moves up to `max` events from the rings into evs[*n..], decoded. Under
@@ -350,9 +220,9 @@ static void take_events(ErlNifEnv *env, const ring_lib *lib, ring_res *r,
     const void *p;
     size_t len, got = 0;
     uint64_t stamp;
-    (void)tk_merge_collect(&r->merge, r->producers, max);
+    (void)tk_merge_collect(&r->merge, r->rec->producers, max);
     while (got < max && tk_merge_next(&r->merge, &p, &len, &stamp)) {
-        if (tk_dec_event(env, &lib->codec, p, len, &evs[*n + got]))
+        if (tk_dec_event(env, &lib->rec.codec, p, len, &evs[*n + got]))
             got++;
         else
             r->undecodable++;
@@ -366,7 +236,7 @@ static ERL_NIF_TERM drain_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 {
     (void)argc;
     ring_lib *lib = enif_priv_data(env);
-    ring_res *r = ring_get(lib, env, argv[0]);
+    ring_res *r = get_ring(lib, env, argv[0]);
     ErlNifUInt64 max;
     if (r == NULL || !enif_get_uint64(env, argv[1], &max) || max == 0)
         return enif_make_badarg(env);
@@ -393,24 +263,29 @@ static ERL_NIF_TERM alive_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     return enif_make_long(env, atomic_load(&lib->alive));
 }
 
-/* drain_all(Ring) -> [Event]: everything recorded so far, on a dirty
- * scheduler, built directly as one list in the caller's heap (chunks
- * appended in Erlang would be copied and collected again and again). The
- * consumer lock is taken one chunk at a time, so a drain_chunk on a normal
- * scheduler never waits long. */
+/* drain_all(Ring) -> [Event]: everything recorded when the call began (at
+ * most that many events: producers that go on recording cannot keep it
+ * going), on a dirty scheduler, built directly as one list in the caller's
+ * heap (chunks appended in Erlang would be copied and collected again and
+ * again). The consumer lock is taken one chunk at a time, so a drain_chunk
+ * on a normal scheduler never waits long. */
 static ERL_NIF_TERM drain_all_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     ring_lib *lib = enif_priv_data(env);
-    ring_res *r = ring_get(lib, env, argv[0]);
+    ring_res *r = get_ring(lib, env, argv[0]);
     if (r == NULL)
         return enif_make_badarg(env);
+    enif_mutex_lock(r->lock);
+    uint64_t want = buffered_locked(r);
+    enif_mutex_unlock(r->lock);
     size_t n = 0, cap = DRAIN_CHUNK;
     ERL_NIF_TERM *evs = enif_alloc(cap * sizeof *evs);
     if (evs == NULL)
         return enif_raise_exception(env, lib->am_enomem);
-    for (;;) {
-        if (cap - n < DRAIN_CHUNK) {
+    while (n < want) {
+        size_t ask = want - n < DRAIN_CHUNK ? (size_t)(want - n) : DRAIN_CHUNK;
+        if (cap - n < ask) {
             ERL_NIF_TERM *bigger = enif_realloc(evs, 2 * cap * sizeof *evs);
             if (bigger == NULL)
                 break; /* what is taken so far goes out */
@@ -419,9 +294,9 @@ static ERL_NIF_TERM drain_all_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
         }
         size_t before = n;
         enif_mutex_lock(r->lock);
-        take_events(env, lib, r, DRAIN_CHUNK, evs, &n);
+        take_events(env, lib, r, ask, evs, &n);
         enif_mutex_unlock(r->lock);
-        if (n - before < DRAIN_CHUNK)
+        if (n - before < ask)
             break;
     }
     ERL_NIF_TERM list = enif_make_list_from_array(env, evs, (unsigned)n);
@@ -429,8 +304,33 @@ static ERL_NIF_TERM drain_all_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     return list;
 }
 
-#define CB(cls, name_e, name_t)                                             \
-    {name_e, 3, tk_enabled_##cls, 0}, {name_t, 5, tk_trace_##cls, 0},
+/* ---- the callbacks ------------------------------------------------------------------ */
+
+static inline tk_recorder *recorder_of(ring_lib *lib, ErlNifEnv *env,
+                                       ERL_NIF_TERM state)
+{
+    ring_res *r = get_ring(lib, env, state);
+    return r != NULL ? r->rec : NULL;
+}
+
+static ERL_NIF_TERM enabled_any(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    ring_lib *lib = enif_priv_data(env);
+    return tk_recorder_enabled(&lib->rec, env, recorder_of(lib, env, argv[1]), argv);
+}
+
+static ERL_NIF_TERM trace_any(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    ring_lib *lib = enif_priv_data(env);
+    return tk_recorder_trace(&lib->rec, env, recorder_of(lib, env, argv[1]), argv);
+}
+
+/* Every event class has its own pair of names, as the VM looks them up
+ * (then it never falls back to the generic pair); one implementation. */
+#define CB(name_e, name_t)                                                  \
+    {name_e, 3, enabled_any, 0}, {name_t, 5, trace_any, 0},
 
 static ErlNifFunc funcs[] = {
     /* Dirty: touching the memory of big rings takes a while. */
@@ -443,16 +343,15 @@ static ErlNifFunc funcs[] = {
     {"limits", 0, limits_nif, 0},
     {"tags", 0, tags_nif, 0},
     {"set_nif", 4, set_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
-    CB(generic, "enabled", "trace")
-    CB(send, "enabled_send", "trace_send")
-    CB(receive, "enabled_receive", "trace_receive")
-    CB(call, "enabled_call", "trace_call")
-    CB(procs, "enabled_procs", "trace_procs")
-    CB(ports, "enabled_ports", "trace_ports")
-    CB(running_procs, "enabled_running_procs", "trace_running_procs")
-    CB(running_ports, "enabled_running_ports", "trace_running_ports")
-    CB(garbage_collection, "enabled_garbage_collection",
-       "trace_garbage_collection")
+    CB("enabled", "trace")
+    CB("enabled_send", "trace_send")
+    CB("enabled_receive", "trace_receive")
+    CB("enabled_call", "trace_call")
+    CB("enabled_procs", "trace_procs")
+    CB("enabled_ports", "trace_ports")
+    CB("enabled_running_procs", "trace_running_procs")
+    CB("enabled_running_ports", "trace_running_ports")
+    CB("enabled_garbage_collection", "trace_garbage_collection")
 };
 
 ERL_NIF_INIT(tracekit_ring, funcs, load, NULL, upgrade, unload)
