@@ -34,7 +34,8 @@
 %% <dt>`format'</dt><dd>a fun from an event (a term as OTP's process tracer
 %%   would get it) to the text of its line.</dd>
 %% <dt>`io'</dt><dd>where to print (default: the caller's group
-%%   leader).</dd>
+%%   leader): a pid, a registered name or `standard_io'. An io device that
+%%   does not take a line within 5 seconds ends the trace.</dd>
 %% <dt>`depth', `line_length'</dt><dd>how far terms are printed (default
 %%   20) and the longest line (default 240 characters).</dd>
 %% <dt>`processes'</dt><dd>for {@link calls/2}: whose calls to trace,
@@ -45,8 +46,11 @@
 %% <dt>`ring_size', `payload'</dt><dd>passed to {@link tracekit_ring:new/1}
 %%   (defaults 262144 bytes per scheduler and `full').</dd>
 %% </dl>
-%% The processes of the trace itself (its printer and the io device it
-%% prints to) are never traced.
+%% The processes that printing a line goes through are never traced by
+%% `all' or `existing' (each line would make more events): the printer,
+%% the io device and the group leaders it hands the output on to, the
+%% terminal's processes (user_drv and its writer and reader, user,
+%% standard_error) and the VM's dirty process signal handlers.
 -module(tracekit).
 
 -export([calls/1, calls/2, messages/1, messages/2, procs/1, procs/2,
@@ -144,14 +148,15 @@ stop() ->
 
 %% @doc Stops one trace and returns its summary (with the collected events
 %% when `print' is false). `{error, not_running}' when it has ended and
-%% its summary was already taken.
--spec stop(trace()) -> {ok, summary()} | {error, not_running}.
-stop(Trace) when is_pid(Trace) ->
-    Trace ! {stop, self()},
-    wait(Trace, infinity).
+%% its summary was already taken; `{error, not_a_trace}' at once, sending
+%% nothing, for anything else than a trace started by tracekit on this
+%% node.
+-spec stop(trace()) -> {ok, summary()} | {error, not_running | not_a_trace}.
+stop(Trace) ->
+    request(Trace, stop, infinity).
 
 %% @equiv wait(Trace, infinity)
--spec wait(trace()) -> {ok, summary()} | {error, not_running}.
+-spec wait(trace()) -> {ok, summary()} | {error, not_running | not_a_trace}.
 wait(Trace) ->
     wait(Trace, infinity).
 
@@ -159,11 +164,47 @@ wait(Trace) ->
 %% For a trace that prints, only an end that happens while waiting is
 %% seen (else `{error, not_running}'); a trace that collects (`print =>
 %% false') sends its summary to the process that started it, so that
-%% process can also wait after the end.
--spec wait(trace(), timeout()) -> {ok, summary()} | {error, not_running | timeout}.
-wait(Trace, Timeout) when is_pid(Trace) ->
-    Mon = monitor(process, Trace),
-    Trace ! {wait, self()},
+%% process can also wait after the end. `{error, not_a_trace}' as for
+%% {@link stop/1}; a `Timeout' that is not a timeout raises `badarg'.
+-spec wait(trace(), timeout()) ->
+          {ok, summary()} | {error, not_running | not_a_trace | timeout}.
+wait(Trace, Timeout) when Timeout =:= infinity;
+                          is_integer(Timeout), Timeout >= 0, Timeout =< 16#FFFFFFFF ->
+    request(Trace, wait, Timeout);
+wait(Trace, Timeout) ->
+    erlang:error(badarg, [Trace, Timeout]).
+
+%% Asks a trace to stop or to tell when it ends, and waits for its
+%% summary. Only a process that is a tracekit trace is sent anything.
+request(Trace, What, Timeout) ->
+    receive
+        {tracekit, Trace, done, Summary} -> {ok, Summary}
+    after 0 ->
+            case is_trace(Trace) of
+                true ->
+                    Mon = monitor(process, Trace),
+                    Trace ! {What, self()},
+                    await(Trace, Mon, Timeout);
+                false when is_pid(Trace), node(Trace) =:= node() ->
+                    case is_process_alive(Trace) of
+                        true -> {error, not_a_trace};
+                        false -> {error, not_running}
+                    end;
+                false ->
+                    {error, not_a_trace}
+            end
+    end.
+
+%% A trace is a live process of this node that tracekit_runner marked.
+is_trace(P) when is_pid(P), node(P) =:= node() ->
+    case erlang:process_info(P, {dictionary, '$tracekit'}) of
+        {{dictionary, '$tracekit'}, Caller} -> is_pid(Caller);
+        _ -> false
+    end;
+is_trace(_) ->
+    false.
+
+await(Trace, Mon, Timeout) ->
     receive
         {tracekit, Trace, done, Summary} ->
             demonitor(Mon, [flush]),
@@ -193,6 +234,7 @@ options(Opts) ->
 %% by tracekit_ring, which knows its limits.
 problem(ring_size, N) -> ring_problem(size, N);
 problem(payload, P) -> ring_problem(payload, P);
+problem(io, Io) -> io_problem(Io);
 problem(K, V) ->
     case valid(K, V) of
         true -> none;
@@ -211,12 +253,32 @@ valid(rate, none) -> true;
 valid(rate, {N, Ms}) -> is_integer(N) andalso N > 0 andalso is_integer(Ms) andalso Ms > 0;
 valid(print, B) -> is_boolean(B);
 valid(format, F) -> is_function(F, 1);
-valid(io, Io) -> is_pid(Io) orelse is_atom(Io);
 valid(depth, N) -> is_integer(N) andalso N > 0;
 valid(line_length, N) -> is_integer(N) andalso N >= 20;
 valid(processes, _) -> true;
 valid(scope, S) -> S =:= local orelse S =:= global;
 valid(_, _) -> false.
+
+%% The lines must go somewhere: a live process, a registered name, or the
+%% caller's group leader (standard_io).
+io_problem(standard_io) ->
+    none;
+io_problem(Io) when Io =:= self() ->
+    "io: the calling process is not an io device";
+io_problem(Io) when is_pid(Io), node(Io) =/= node() ->
+    none;
+io_problem(Io) when is_pid(Io) ->
+    case is_process_alive(Io) of
+        true -> none;
+        false -> "io: the process is not alive"
+    end;
+io_problem(Io) when is_atom(Io) ->
+    case whereis(Io) of
+        undefined -> lists:flatten(io_lib:format("io: no process is registered as ~tw", [Io]));
+        _ -> none
+    end;
+io_problem(_) ->
+    option_help(io).
 
 pos_or_infinity(infinity) -> true;
 pos_or_infinity(N) -> is_integer(N) andalso N > 0.
@@ -226,7 +288,7 @@ option_help(max_time) -> "max_time is milliseconds (a positive integer) or infin
 option_help(rate) -> "rate is none or {N, Milliseconds}, for example {10, 1000}";
 option_help(print) -> "print is true or false";
 option_help(format) -> "format is a fun of one argument (the event)";
-option_help(io) -> "io is an io device: a pid or a registered name";
+option_help(io) -> "io is an io device: a pid, a registered name or standard_io";
 option_help(depth) -> "depth is a positive integer";
 option_help(line_length) -> "line_length is an integer of at least 20";
 option_help(scope) -> "scope is local or global";
@@ -253,9 +315,16 @@ processes(P) ->
              "them, or all, new, existing"}}.
 
 process_list(L) ->
-    try {ok, lists:usort([process(P) || P <- L])}
+    try {ok, lists:usort(each_process(L, L))}
     catch throw:{bad_process, _, _} = E -> {error, E}
     end.
+
+each_process([P | T], L) ->
+    [process(P) | each_process(T, L)];
+each_process([], _L) ->
+    [];
+each_process(_Tail, L) ->
+    throw({bad_process, L, "expected a proper list of pids and registered names"}).
 
 process(P) when is_pid(P), node(P) =:= node() ->
     case is_process_alive(P) of

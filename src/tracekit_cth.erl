@@ -52,6 +52,7 @@
 
 -export([id/1, init/2, post_init_per_testcase/5, pre_end_per_testcase/4,
          post_end_per_testcase/5, on_tc_fail/4, on_tc_skip/4, terminate/1]).
+-export([check_options/1]).
 
 -export_type([opts/0]).
 
@@ -90,10 +91,17 @@ id(_Opts) ->
 -spec init(term(), term()) -> {ok, #state{}}.
 init(_Id, Opts) when is_map(Opts) ->
     {ok, #state{opts = Opts}};
-init(_Id, Opts) when is_list(Opts) ->
-    init(_Id, maps:from_list(Opts));
+init(Id, Opts) when is_list(Opts) ->
+    try maps:from_list(Opts) of
+        Map -> init(Id, Map)
+    catch
+        error:badarg -> ignore(Opts)
+    end;
 init(_Id, Opts) ->
-    log_error("ignoring the options ~tp: they must be a map", [Opts]),
+    ignore(Opts).
+
+ignore(Opts) ->
+    log_error("ignoring the options ~0tP: they must be a map", [Opts, 10]),
     {ok, #state{opts = #{}}}.
 
 %% @private
@@ -205,19 +213,62 @@ case_opts(Base, TC, Config) ->
         false ->
             case [L || L <- Layers, not is_map(L)] of
                 [] ->
-                    Opts = lists:foldl(fun(L, Acc) -> maps:merge(Acc, L) end,
-                                       ?DEFAULTS, Layers),
-                    check(Opts);
+                    check_options(lists:foldl(fun(L, Acc) -> maps:merge(Acc, L) end,
+                                              #{}, Layers));
                 [Bad | _] ->
-                    {error, io_lib:format("options must be a map, got ~tp", [Bad])}
+                    {error, io_lib:format("options must be a map, got ~0tP", [Bad, 10])}
             end
     end.
 
-check(Opts) ->
-    case [K || K <- maps:keys(Opts), not lists:member(K, ?KEYS)] of
-        [] -> {ok, Opts};
-        Unknown -> {error, io_lib:format("unknown options ~tp (known: ~tp)",
-                                         [Unknown, ?KEYS])}
+%% @doc Checks the options of the hook (see the module's description)
+%% and fills in the defaults; `{error, Why}' says what is wrong. The
+%% hook does this for each test case, and logs the reason instead of
+%% recording when it finds one.
+-spec check_options(term()) -> {ok, opts()} | {error, string()}.
+check_options(Opts) when is_map(Opts) ->
+    case [K || K := _ <- Opts, not lists:member(K, ?KEYS)] of
+        [] ->
+            case [Why || K := V <- Opts, Why <- [option_problem(K, V)], Why =/= ok] of
+                [] -> {ok, maps:merge(?DEFAULTS, Opts)};
+                [Why | _] -> {error, lists:flatten(Why)}
+            end;
+        Unknown ->
+            {error, lists:flatten(io_lib:format("unknown options ~0tP (known: ~tw)",
+                                                [Unknown, 10, ?KEYS]))}
+    end;
+check_options(Opts) ->
+    {error, lists:flatten(io_lib:format("options must be a map, got ~0tP", [Opts, 10]))}.
+
+option_problem(K, V) when K =:= messages; K =:= procs; K =:= seq_trace; K =:= always ->
+    valid(K, is_boolean(V), "true or false");
+option_problem(K, V) when K =:= events; K =:= depth ->
+    valid(K, is_integer(V) andalso V > 0, "a positive integer");
+option_problem(line_length, V) ->
+    valid(line_length, is_integer(V) andalso V >= 20, "an integer of at least 20");
+option_problem(ring_size, V) ->
+    case tracekit_ring:check_option(size, V) of
+        ok -> ok;
+        {error, Why} -> ["ring_size: ", Why]
+    end;
+option_problem(processes, V) ->
+    valid(processes, is_list(V) andalso is_proper(V)
+          andalso lists:all(fun(P) -> is_pid(P) orelse is_atom(P) end, V),
+          "a list of pids, registered names and testcase");
+option_problem(K, V) when K =:= groups; K =:= testcases ->
+    valid(K, is_map(V) andalso lists:all(fun(O) -> is_map(O) orelse O =:= false end,
+                                         maps:values(V)),
+          "a map from names to options (maps, or false)");
+option_problem(calls, _) ->
+    ok.                                 % tracekit_spec says what is wrong
+
+valid(_K, true, _What) -> ok;
+valid(K, false, What) -> io_lib:format("~tw must be ~ts", [K, What]).
+
+is_proper(L) ->
+    try length(L) of
+        _ -> true
+    catch
+        error:badarg -> false
     end.
 
 recorder_spec(#{calls := Calls, messages := M, procs := P, seq_trace := Seq} = Opts) ->

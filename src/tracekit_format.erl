@@ -7,8 +7,12 @@
 %% 12:03:04.123480 <0.2.0> (name) << {hello}
 %% '''
 %% Events are the terms a process tracer receives (`{trace, ...}',
-%% `{trace_ts, ...}', `{seq_trace, ...}'). Terms are shortened to a depth
-%% (io_lib's `~P') and every line to a number of characters.
+%% `{trace_ts, ...}', `{seq_trace, ...}'), also as a {@link tracekit_ring}
+%% with a `payload' limit hands them out: any part may be the marker
+%% `...', a list may end in it, a binary be `{..., Prefix, Size}' and a
+%% fun `{..., fun, Name}'. Any term gives a line: what is not an event is
+%% shown as a term. Terms are shortened to a depth (io_lib's `~P') and
+%% every line to a number of characters. Bad options raise `badarg'.
 -module(tracekit_format).
 
 -export([event/2, term/2, pid/2, names/1, time/1, summary/1, default_opts/0,
@@ -24,6 +28,8 @@
                   names => #{pid() | port() => atom()}}.
 
 -define(ELLIPSIS, "...").
+%% What the ring puts where it cut a term.
+-define(CUT, '...').
 
 %% @doc The defaults of the formatting options.
 -spec default_opts() -> #{depth := pos_integer(), line_length := pos_integer(),
@@ -32,9 +38,9 @@ default_opts() ->
     #{depth => 20, line_length => 240, names => #{}}.
 
 %% @doc Formats one event as one line (without a newline).
--spec event(tuple(), opts()) -> unicode:chardata().
+-spec event(term(), opts()) -> unicode:chardata().
 event(Event, Opts0) ->
-    Opts = maps:merge(default_opts(), Opts0),
+    Opts = opts(Opts0, [Event, Opts0]),
     {Ts, Body} = split(Event),
     Line = case Ts of
                none -> Body(Opts);
@@ -42,13 +48,26 @@ event(Event, Opts0) ->
            end,
     cut(unicode:characters_to_list(Line), maps:get(line_length, Opts)).
 
+%% The options with the defaults filled in; badarg (for the call with
+%% Args) when one is not what it must be.
+opts(Opts0, Args) when is_map(Opts0) ->
+    case maps:merge(default_opts(), Opts0) of
+        #{depth := D, line_length := L, names := N} = Opts
+          when is_integer(D), D > 0, is_integer(L), L > 0, is_map(N) ->
+            Opts;
+        _ ->
+            erlang:error(badarg, Args)
+    end;
+opts(_, Args) ->
+    erlang:error(badarg, Args).
+
 %% Splits an event into its timestamp and a function that formats the
 %% rest.
 split(E) when element(1, E) =:= trace_ts, tuple_size(E) >= 5 ->
     L = tuple_to_list(E),
-    {lists:last(L), body([trace | lists:droplast(tl(L))])};
+    {lists:last(L), body(E, [trace | lists:droplast(tl(L))])};
 split(E) when element(1, E) =:= trace ->
-    {none, body(tuple_to_list(E))};
+    {none, body(E, tuple_to_list(E))};
 split({seq_trace, Label, Info, Ts}) ->
     {Ts, seq(Label, Info)};
 split({seq_trace, Label, Info}) ->
@@ -56,15 +75,17 @@ split({seq_trace, Label, Info}) ->
 split(E) ->
     {none, fun(O) -> term(E, O) end}.
 
-body([trace, P, Tag | Rest]) ->
-    fun(O) -> [pid(P, O), " ", what(Tag, Rest, O)] end.
+body(_E, [trace, P, Tag | Rest]) when is_atom(Tag) ->
+    fun(O) -> [pid(P, O), " ", what(Tag, Rest, O)] end;
+body(E, _) ->
+    fun(O) -> term(E, O) end.
 
 what(call, [{M, F, Args} | Extra], O) ->
     [mfargs(M, F, Args, O), extra(Extra, O)];
 what(return_from, [{M, F, A}, Val | Extra], O) ->
     [mfa(M, F, A), " -> ", term(Val, O), extra(Extra, O)];
 what(exception_from, [{M, F, A}, {Class, Reason} | Extra], O) ->
-    [mfa(M, F, A), " raised ", atom_to_list(Class), ":", term(Reason, O),
+    [mfa(M, F, A), " raised ", atom(Class), ":", term(Reason, O),
      extra(Extra, O)];
 what(return_to, [{M, F, A} | Extra], O) ->
     ["returned to ", mfa(M, F, A), extra(Extra, O)];
@@ -118,11 +139,18 @@ seq_info(Info, O) ->
 serial({Last, Serial}) -> io_lib:format("[~w,~w]", [Last, Serial]);
 serial(S) -> io_lib:format("[~tw]", [S]).
 
-mfargs(M, F, Args, O) when is_list(Args) ->
-    [atom_to_list(M), ":", atom(F), "(",
-     lists:join(", ", [term(A, O) || A <- Args]), ")"];
+%% A call with its arguments. The arguments may have been cut by the ring
+%% (`...' for all of them, or a list that ends in `...'), or be their
+%% number.
+mfargs(M, F, Args, O) when is_list(Args); Args =:= ?CUT ->
+    [atom(M), ":", atom(F), "(", args(Args, "", O), ")"];
 mfargs(M, F, Arity, _O) ->
     mfa(M, F, Arity).
+
+args([], _Sep, _O) -> [];
+args([A | As], Sep, O) -> [Sep, term(A, O) | args(As, ", ", O)];
+args(?CUT, Sep, _O) -> [Sep, ?ELLIPSIS];
+args(Tail, _Sep, O) -> [" | ", term(Tail, O)].
 
 mfa(M, F, A) ->
     io_lib:format("~tw:~ts/~w", [M, atom(F), A]).
@@ -136,8 +164,8 @@ dest(To, O) -> pid(To, O).
 
 %% @doc A term shortened to the depth and line length of the options.
 -spec term(term(), opts()) -> unicode:chardata().
-term(T, Opts) ->
-    #{depth := D, line_length := L} = maps:merge(default_opts(), Opts),
+term(T, Opts0) ->
+    #{depth := D, line_length := L} = opts(Opts0, [T, Opts0]),
     io_lib:format("~0tP", [T, D], [{chars_limit, L}]).
 
 %% @doc A pid (or port) with its registered name when it has one.
@@ -152,22 +180,35 @@ pid(P, Opts) ->
 %% registered.
 -spec names([pid()]) -> #{pid() => atom()}.
 names(Pids) ->
-    maps:from_list([{P, N} || P <- Pids, is_pid(P), node(P) =:= node(),
-                              {registered_name, N} <- [erlang:process_info(P, registered_name)]]).
+    try length(Pids) of
+        _ -> maps:from_list([{P, N} || P <- Pids, is_pid(P), node(P) =:= node(),
+                                       {registered_name, N} <- [erlang:process_info(P, registered_name)]])
+    catch
+        error:badarg -> erlang:error(badarg, [Pids])
+    end.
 
 %% @doc A trace timestamp as local time: `HH:MM:SS.micro' for
 %% `{Mega, Sec, Micro}'; other kinds as they are.
 -spec time(term()) -> unicode:chardata().
-time({Mega, Sec, Micro}) when is_integer(Mega), is_integer(Sec), is_integer(Micro) ->
-    {_, {H, M, S}} = calendar:system_time_to_local_time(Mega * 1000000 + Sec, second),
-    io_lib:format("~2..0w:~2..0w:~2..0w.~6..0w", [H, M, S, Micro]);
+time({Mega, Sec, Micro} = Ts) when is_integer(Mega), is_integer(Sec), is_integer(Micro),
+                                   Micro >= 0, Micro < 1000000 ->
+    try calendar:system_time_to_local_time(Mega * 1000000 + Sec, second) of
+        {_, {H, M, S}} -> io_lib:format("~2..0w:~2..0w:~2..0w.~6..0w", [H, M, S, Micro])
+    catch
+        error:_ -> io_lib:format("~w", [Ts])     % out of the calendar's range
+    end;
 time(Ts) ->
-    io_lib:format("~w", [Ts]).
+    io_lib:format("~0P", [Ts, 10]).
 
+%% Line in at most Max characters, ending in ... when it was cut.
 cut(Line, Max) ->
     case string:length(Line) > Max of
-        true -> [string:slice(Line, 0, Max - length(?ELLIPSIS)), ?ELLIPSIS];
-        false -> Line
+        true when Max > length(?ELLIPSIS) ->
+            [string:slice(Line, 0, Max - length(?ELLIPSIS)), ?ELLIPSIS];
+        true ->
+            lists:sublist(?ELLIPSIS, Max);
+        false ->
+            Line
     end.
 
 %% @doc The line that ends a trace: how many events were shown, how many
@@ -175,8 +216,10 @@ cut(Line, Max) ->
 -spec summary(#{reason := atom() | {atom(), term()}, shown := non_neg_integer(),
                 dropped := non_neg_integer(), _ => _}) -> unicode:chardata().
 summary(#{reason := Reason, shown := Shown, dropped := Dropped}) ->
-    io_lib:format("tracekit: ~w ~s shown, ~w dropped; ~ts",
-                  [Shown, plural(Shown, "event", "events"), Dropped, reason(Reason)]).
+    io_lib:format("tracekit: ~0P ~s shown, ~0P dropped; ~ts",
+                  [Shown, 5, plural(Shown, "event", "events"), Dropped, 5, reason(Reason)]);
+summary(Summary) ->
+    erlang:error(badarg, [Summary]).
 
 plural(1, One, _) -> One;
 plural(_, _, Many) -> Many.
@@ -187,12 +230,16 @@ reason({rate, {N, Ms}}) ->
     io_lib:format("stopped: more than ~w events within ~w ms", [N, Ms]);
 reason(stopped) -> "stopped by tracekit:stop";
 reason(caller_down) -> "stopped: the process that started the trace exited";
-reason(R) -> io_lib:format("stopped: ~tp", [R]).
+reason({io_timeout, Ms}) ->
+    io_lib:format("stopped: the io device did not print a line within ~w ms", [Ms]);
+reason(R) -> io_lib:format("stopped: ~0tP", [R, 20]).
 
 %% @doc A message as a diagram labels it, in at most `Max' characters:
 %% gen_server requests and replies say what they are (`call {get,k}',
 %% `cast stop', `reply 42'); other messages are shown as terms.
 -spec message_label(term(), pos_integer()) -> string().
+message_label(Msg, Max) when not is_integer(Max); Max < 1 ->
+    erlang:error(badarg, [Msg, Max]);
 message_label(Msg, Max) ->
     Text = case Msg of
                {'$gen_call', {_, _}, Req} -> ["call ", short(Req, Max)];

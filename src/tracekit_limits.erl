@@ -16,10 +16,17 @@
 -type reason() :: {max_events, pos_integer()} | {rate, {pos_integer(), pos_integer()}}.
 
 %% @doc Limits of at most `Max' events, and at most `N' events within
-%% `Ms' milliseconds for `Rate = {N, Ms}' (or `none').
+%% `Ms' milliseconds for `Rate = {N, Ms}' (or `none'). Anything else
+%% raises `badarg'.
 -spec new(pos_integer() | infinity, none | {pos_integer(), pos_integer()}) -> limits().
+new(Max, Rate) when (Max =:= infinity orelse is_integer(Max) andalso Max > 0),
+                    (Rate =:= none orelse
+                     is_tuple(Rate) andalso tuple_size(Rate) =:= 2
+                     andalso is_integer(element(1, Rate)) andalso element(1, Rate) > 0
+                     andalso is_integer(element(2, Rate)) andalso element(2, Rate) > 0) ->
+    #limits{max = Max, rate = Rate};
 new(Max, Rate) ->
-    #limits{max = Max, rate = Rate}.
+    erlang:error(badarg, [Max, Rate]).
 
 %% @doc Decides about one event that happened at `TimeUs' microseconds
 %% (any clock that does not go back): `show' it, show it as the `last' one
@@ -27,7 +34,7 @@ new(Max, Rate) ->
 %% the rate).
 -spec event(integer(), limits()) ->
           {show, limits()} | {last, reason(), limits()} | {stop, reason(), limits()}.
-event(TimeUs, #limits{rate = {N, Ms} = Rate, window = W} = L) ->
+event(TimeUs, #limits{rate = {N, Ms} = Rate, window = W} = L) when is_integer(TimeUs) ->
     case queue:len(W) >= N andalso TimeUs - queue:get(W) < Ms * 1000 of
         true ->
             {stop, {rate, Rate}, L};
@@ -39,8 +46,10 @@ event(TimeUs, #limits{rate = {N, Ms} = Rate, window = W} = L) ->
                  end,
             count(L#limits{window = W2})
     end;
-event(_TimeUs, #limits{rate = none} = L) ->
-    count(L).
+event(TimeUs, #limits{rate = none} = L) when is_integer(TimeUs) ->
+    count(L);
+event(TimeUs, L) ->
+    erlang:error(badarg, [TimeUs, L]).
 
 count(#limits{max = Max, shown = S} = L) ->
     L1 = L#limits{shown = S + 1},
@@ -51,4 +60,5 @@ count(#limits{max = Max, shown = S} = L) ->
 
 %% @doc How many events were shown.
 -spec shown(limits()) -> non_neg_integer().
-shown(#limits{shown = S}) -> S.
+shown(#limits{shown = S}) -> S;
+shown(L) -> erlang:error(badarg, [L]).

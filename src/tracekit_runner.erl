@@ -23,6 +23,11 @@
 
 -define(BATCH, 1000).
 -define(IDLE_MS, 10).
+%% How long the io device may take to print a line. One that does not
+%% answer in this time (a process that is not an io device, say) ends
+%% the trace: it must not hold the trace, or whoever waits for it, for
+%% ever.
+-define(PRINT_MS, 5000).
 
 -record(st, {caller :: pid(),
              caller_mon :: reference(),
@@ -34,6 +39,7 @@
              calls = [] :: [tracekit_spec:call()],
              names = #{} :: #{pid() => atom()},
              open = true :: boolean(),
+             io_ok = true :: boolean(),
              reason = undefined :: term(),
              over = 0 :: non_neg_integer(),
              collected = [] :: [tuple()],
@@ -72,27 +78,44 @@ init(Caller, Ref, Req, Opts) ->
     end.
 
 init(Caller, Ref, CallerMon, Ring, Req, Opts) ->
+    #{max_events := Max, rate := Rate, max_time := Time} = Opts,
+    Limits = tracekit_limits:new(Max, Rate),
+    %% The code that prints a line is loaded before tracing starts, so
+    %% that the code server's work for the first line is not traced.
+    _ = tracekit_format:event({trace_ts, self(), call, {?MODULE, init, [x]}, os:timestamp()},
+                              #{}),
     Session = trace:session_create(tracekit, {tracekit_ring, Ring}, []),
     case setup(Session, Req, Opts) of
         ok ->
-            #{max_events := Max, rate := Rate, max_time := Time} = Opts,
             Deadline = case Time of
                            infinity -> infinity;
                            _ -> erlang:monotonic_time(millisecond) + Time
                        end,
             St = #st{caller = Caller, caller_mon = CallerMon, session = Session,
                      ring = Ring, opts = Opts,
-                     limits = tracekit_limits:new(Max, Rate),
+                     limits = Limits,
                      deadline = Deadline,
                      calls = [C || {C, _} <- maps:get(calls, Req, [])]},
-            print_line(St, header(Req, Opts)),
-            Caller ! {Ref, ok},
-            loop(St);
+            case print(St, header(Req, Opts)) of
+                #st{io_ok = true} = St1 ->
+                    Caller ! {Ref, ok},
+                    loop(St1);
+                #st{} ->
+                    Io = maps:get(io, Opts, standard_io),
+                    stop_tracing(Session, Ring),
+                    Caller ! {Ref, {error, {bad_option, {io, Io},
+                                            lists:flatten(io_lib:format(
+                                              "io: ~0tP did not print within ~w ms; "
+                                              "is it an io device?", [Io, 5, ?PRINT_MS]))}}}
+            end;
         {error, _} = E ->
-            _ = trace:session_destroy(Session),
-            ok = tracekit_ring:close(Ring),
+            stop_tracing(Session, Ring),
             Caller ! {Ref, E}
     end.
+
+stop_tracing(Session, Ring) ->
+    _ = trace:session_destroy(Session),
+    ok = tracekit_ring:close(Ring).
 
 setup(S, #{kind := Kind, procs := Procs} = Req, Opts) ->
     Flags = case Kind of
@@ -109,15 +132,21 @@ setup(S, #{kind := Kind, procs := Procs} = Req, Opts) ->
         case Procs of
             L when is_list(L) ->
                 lists:foreach(fun(P) -> trace_proc(S, P, Flags) end, L);
+            new ->
+                _ = trace:process(S, new, true, Flags),
+                ok;
             All ->
                 _ = trace:process(S, All, true, Flags),
-                _ = [trace:process(S, P, false, [all])
-                     || P <- [self() | io_pid(Opts)], All =/= new],
-                ok
+                lists:foreach(fun(P) -> untrace(S, P) end, printing_path(Opts))
         end
     catch
         throw:{dead, P} ->
             {error, {bad_process, P, "the process is not alive"}}
+    end.
+
+untrace(S, P) ->
+    try trace:process(S, P, false, [all])
+    catch error:badarg -> 0                     % exited meanwhile
     end.
 
 trace_proc(S, P, Flags) ->
@@ -127,17 +156,42 @@ trace_proc(S, P, Flags) ->
         error:badarg -> throw({dead, P})
     end.
 
-%% The process that the lines go to.
-io_pid(Opts) ->
-    case maps:get(io, Opts, standard_io) of
-        standard_io -> [group_leader()];
-        Io when is_pid(Io) -> [Io];
-        Name ->
-            case whereis(Name) of
-                undefined -> [];
-                P -> [P]
+%% The processes that printing a line goes through, which are never
+%% traced (each line would make events, shown in more lines): this
+%% process; the io device and the group leaders it hands the output on
+%% to; the terminal's processes: user_drv with its writer and reader,
+%% user, standard_error and its writer (OTP 29); and the VM's dirty
+%% process signal handlers, which get a message for each signal to a
+%% process that runs a dirty NIF, as the terminal's writer does while it
+%% writes (OTP 27). Those of another node are not traced here anyway.
+printing_path(Opts) ->
+    Io = io_pid(maps:get(io, Opts, standard_io)),
+    Terminal = [whereis(N) || N <- [user_drv, user_drv_writer, user_drv_reader, user,
+                                    standard_error, standard_error_writer]],
+    lists:usort([self() | leaders([Io], [])] ++ [P || P <- Terminal, is_pid(P)]
+                ++ signal_handlers()).
+
+%% The VM starts its system processes first, before any other.
+signal_handlers() ->
+    [P || P <- lists:sublist(erlang:processes(), 16),
+          erlang:process_info(P, initial_call)
+              =:= {initial_call, {erts_dirty_process_signal_handler, start, 0}}].
+
+%% Ps and their group leaders, and theirs, and so on (the local ones).
+leaders([], Seen) ->
+    Seen;
+leaders([P | Ps], Seen) when is_pid(P), node(P) =:= node() ->
+    case lists:member(P, Seen) of
+        true ->
+            leaders(Ps, Seen);
+        false ->
+            case erlang:process_info(P, group_leader) of
+                {group_leader, GL} -> leaders([GL | Ps], [P | Seen]);
+                undefined -> leaders(Ps, Seen)
             end
-    end.
+    end;
+leaders([_ | Ps], Seen) ->
+    leaders(Ps, Seen).
 
 header(#{kind := Kind, text := Text}, Opts) ->
     Limits = lists:join(" or ",
@@ -219,7 +273,8 @@ handle([E | Es], St) ->
 
 %% Return values of functions whose specs asked only for exceptions (the
 %% VM reports both with exception_trace).
-hidden(E, #st{calls = Calls}) when element(3, E) =:= return_from ->
+hidden(E, #st{calls = Calls}) when element(3, E) =:= return_from,
+                                   tuple_size(element(4, E)) =:= 3 ->
     not tracekit_spec:shows_return(Calls, element(4, E));
 hidden(_, _) ->
     false.
@@ -235,21 +290,76 @@ time_us(E) ->
 show(E, #st{opts = #{print := false}, collected = C} = St) ->
     St#st{collected = [E | C]};
 show(E, #st{opts = #{format := Fun}} = St) when is_function(Fun, 1) ->
-    print_line(St, Fun(E)),
-    St;
+    print(St, line(Fun, E));
 show(E, #st{opts = Opts} = St) ->
     St1 = learn_names(E, St),
-    FOpts = maps:with([depth, line_length], Opts),
-    print_line(St1, tracekit_format:event(E, FOpts#{names => St1#st.names})),
-    St1.
+    FOpts = (maps:with([depth, line_length], Opts))#{names => St1#st.names},
+    print(St1, line(fun(Ev) -> tracekit_format:event(Ev, FOpts) end, E)).
 
-print_line(#st{opts = #{print := false}}, _Line) ->
-    ok;
-print_line(#st{opts = Opts}, Line) ->
-    Io = maps:get(io, Opts, group_leader()),
-    try io:put_chars(Io, [Line, $\n])
-    catch _:_ -> ok
+%% The line that Fun (the user's format fun, or tracekit_format's) makes
+%% of an event; when it fails, or what it returns is not text, a line
+%% that says so: the trace goes on.
+line(Fun, E) ->
+    try Fun(E) of
+        Line ->
+            case text(Line) of
+                {ok, Text} -> Text;
+                error -> format_failed(E, io_lib:format("it returned ~0tP, which is "
+                                                        "not text", [Line, 10]))
+            end
+    catch
+        Class:Reason ->
+            format_failed(E, io_lib:format("~tw:~0tP", [Class, Reason, 10]))
     end.
+
+text(Line) ->
+    try unicode:characters_to_list(Line) of
+        Text when is_list(Text) -> {ok, Text};
+        _ -> error
+    catch
+        error:badarg -> error
+    end.
+
+format_failed(E, Why) ->
+    io_lib:format("tracekit: cannot format the event ~0tP: ~ts", [E, 10, Why]).
+
+%% Prints a line, unless the trace collects or its io device stopped
+%% answering (then the trace ends).
+print(#st{opts = #{print := false}} = St, _Line) ->
+    St;
+print(#st{io_ok = false} = St, _Line) ->
+    St;
+print(#st{opts = Opts, reason = Reason} = St, Line) ->
+    case put_chars(maps:get(io, Opts, standard_io), [Line, $\n]) of
+        ok -> St;
+        timeout -> St#st{io_ok = false, open = false,
+                         reason = case Reason of
+                                      undefined -> {io_timeout, ?PRINT_MS};
+                                      _ -> Reason
+                                  end}
+    end.
+
+%% io:put_chars/2 with a time limit (the io protocol's request). A device
+%% that is gone takes nothing, as io:put_chars/2 would fail.
+put_chars(Io, Chars) ->
+    case io_pid(Io) of
+        Pid when is_pid(Pid) ->
+            Mon = monitor(process, Pid),
+            Pid ! {io_request, self(), Mon, {put_chars, unicode, Chars}},
+            receive
+                {io_reply, Mon, _} -> demonitor(Mon, [flush]), ok;
+                {'DOWN', Mon, process, Pid, _} -> ok
+            after ?PRINT_MS ->
+                    demonitor(Mon, [flush]),
+                    timeout
+            end;
+        undefined ->
+            ok
+    end.
+
+io_pid(standard_io) -> group_leader();
+io_pid(Name) when is_atom(Name) -> whereis(Name);
+io_pid(Pid) -> Pid.
 
 %% Registered names of the processes an event mentions.
 learn_names(E, #st{names = Names} = St) ->
@@ -278,8 +388,7 @@ name(_P, Names) ->
 
 -spec finish(term(), #st{}) -> no_return().
 finish(Reason0, #st{session = S, ring = R} = St0) ->
-    _ = trace:session_destroy(S),
-    ok = tracekit_ring:close(R),
+    stop_tracing(S, R),
     St = handle(tracekit_ring:drain(R), St0),
     Reason = case St#st.reason of
                  undefined -> Reason0;
@@ -291,7 +400,7 @@ finish(Reason0, #st{session = S, ring = R} = St0) ->
                  dropped => RingDropped + Buffered + St#st.over},
     Summary = case St#st.opts of
                   #{print := false} -> Summary0#{events => lists:reverse(St#st.collected)};
-                  _ -> print_line(St, tracekit_format:summary(Summary0)), Summary0
+                  _ -> _ = print(St, tracekit_format:summary(Summary0)), Summary0
               end,
     To = case St#st.opts of
              #{print := false} -> [St#st.caller | St#st.waiters];

@@ -61,6 +61,17 @@
          {round,1}, {self,0}, {size,1}, {tl,1}, {trunc,1}, {tuple_size,1},
          {binary_part,2}, {binary_part,3}, {ceil,1}, {floor,1}]).
 
+%% Match spec actions that change trace flags, with their arities, and
+%% the flags they take.
+-define(FLAG_ACTIONS, [{trace, 2}, {trace, 3}, {enable_trace, 1}, {enable_trace, 2},
+                       {disable_trace, 1}, {disable_trace, 2}]).
+-define(TRACE_FLAGS,
+        [all, send, 'receive', procs, ports, call, arity, return_to, silent,
+         running, exiting, running_procs, running_ports, garbage_collection,
+         timestamp, monotonic_timestamp, strict_monotonic_timestamp,
+         scheduler_id, set_on_spawn, set_on_first_spawn, set_on_link,
+         set_on_first_link]).
+
 -define(GUARD_OPS,
         ['==', '/=', '=:=', '=/=', '<', '>', '=<', '>=', '+', '-', '*', '/',
          'div', 'rem', 'band', 'bor', 'bxor', 'bsl', 'bsr', 'and', 'or',
@@ -72,10 +83,21 @@
 parse([]) ->
     bad([], "the spec is empty");
 parse(Spec) when is_binary(Spec) ->
-    parse(unicode:characters_to_list(Spec));
+    case unicode:characters_to_list(Spec) of
+        [] -> bad(Spec, "the spec is empty");
+        S when is_list(S) -> wrap(Spec, parse_string(S));
+        {error, _, Rest} ->
+            bad(Spec, io_lib:format("the binary is not UTF-8 text: byte ~w is not "
+                                    "part of a UTF-8 character",
+                                    [byte_size(Spec) - byte_size(Rest) + 1]));
+        {incomplete, _, _} ->
+            bad(Spec, "the binary is not UTF-8 text: it ends inside a character")
+    end;
 parse(Spec) when is_list(Spec) ->
-    case io_lib:printable_unicode_list(Spec) of
+    case text(Spec) of
         true -> wrap(Spec, parse_string(Spec));
+        {false, C} -> bad(Spec, io_lib:format("the string has ~w in it, which is not "
+                                              "a character", [C]));
         false -> parse_list(Spec, [])
     end;
 parse(Spec) when is_tuple(Spec) ->
@@ -83,6 +105,23 @@ parse(Spec) when is_tuple(Spec) ->
 parse(Spec) ->
     bad(Spec, "expected a string, {Module, Function, Arity}, "
         "{Module, Function, Arity, MatchSpec} or a list of them").
+
+%% Whether L is a string: true, {false, NotAChar} for a list of integers
+%% one of which is not a character, or false for a list of something else.
+text(L) ->
+    try lists:all(fun is_integer/1, L) of
+        false -> false;
+        true ->
+            case lists:dropwhile(fun is_char/1, L) of
+                [] -> true;
+                [C | _] -> {false, C}
+            end
+    catch
+        error:_ -> false                        % an improper list
+    end.
+
+is_char(C) ->
+    C >= 0 andalso C =< 16#10FFFF andalso not (C >= 16#D800 andalso C =< 16#DFFF).
 
 parse_list([], Acc) ->
     {ok, lists:append(lists:reverse(Acc))};
@@ -110,37 +149,40 @@ parse_term({M, F, A}) ->
 parse_term({M, F, A, MS} = T) ->
     case check_mfa(M, F, A) of
         ok when is_list(MS) ->
-            case erlang:match_spec_test([], MS, trace) of
-                {ok, _, _, _} ->
+            case check_ms(MS) of
+                ok ->
                     {ok, #{module => M, function => F, arity => A,
                            match_spec => MS,
                            return => ms_has(MS, [return_trace, exception_trace]),
                            exception => ms_has(MS, [exception_trace]),
-                           text => lists:flatten(io_lib:format("~tw", [T]))}};
-                {error, Errs} ->
-                    {error, "the match spec is not valid: " ++
-                         lists:join("; ", [E || {_, E} <- Errs])}
+                           text => show(T)}};
+                {error, Why} ->
+                    {error, ["the match spec is not valid: ", Why]}
             end;
         ok ->
-            {error, io_lib:format("the match spec must be a list, got ~0tp", [MS])};
+            {error, io_lib:format("the match spec must be a list, got ~ts", [show(MS)])};
         {error, _} = E ->
             E
     end;
 parse_term(T) ->
-    {error, io_lib:format("~0tp is not {Module, Function, Arity} or "
-                          "{Module, Function, Arity, MatchSpec}", [T])}.
+    {error, io_lib:format("~ts is not {Module, Function, Arity} or "
+                          "{Module, Function, Arity, MatchSpec}", [show(T)])}.
 
 check_mfa('_', _, _) ->
     {error, "the module cannot be _: name the module to trace"};
 check_mfa(M, _, _) when not is_atom(M) ->
-    {error, io_lib:format("the module must be an atom, got ~0tp", [M])};
+    {error, io_lib:format("the module must be an atom, got ~ts", [show(M)])};
 check_mfa(_, F, _) when not is_atom(F) ->
-    {error, io_lib:format("the function must be an atom or _, got ~0tp", [F])};
+    {error, io_lib:format("the function must be an atom or _, got ~ts", [show(F)])};
 check_mfa(_, _, A) when A =:= '_'; is_integer(A), A >= 0, A =< 255 ->
     ok;
 check_mfa(_, _, A) ->
     {error, io_lib:format("the arity must be an integer from 0 to 255 or _, "
-                          "got ~0tp", [A])}.
+                          "got ~ts", [show(A)])}.
+
+%% A term of the user's on one line, shortened (it may be huge or deep).
+show(T) ->
+    lists:flatten(io_lib:format("~0tP", [T, 30], [{chars_limit, 200}])).
 
 ms_has(MS, Actions) ->
     lists:any(fun({_, _, Body}) when is_list(Body) ->
@@ -175,8 +217,9 @@ parse_tokens(S, Tokens, End) ->
                return => Return, exception => Exception, text => S}}
     end.
 
-%% Splits the tokens at the first Sep outside brackets: {Before, After}
-%% where After is none when Sep does not occur.
+%% Splits the tokens at the first Sep outside brackets (and fun ... end,
+%% case ... end and the like): {Before, After} where After is none when
+%% Sep does not occur.
 split_at(Tokens, Sep) ->
     split_at(Tokens, Sep, 0, []).
 
@@ -184,13 +227,23 @@ split_at([], _Sep, _Depth, Acc) ->
     {lists:reverse(Acc), none};
 split_at([{Sep, _} = T | Rest], Sep, 0, Acc) ->
     {lists:reverse(Acc), {T, Rest}};
+split_at([{'fun', _} = T, {'(', _} | _] = Toks, Sep, Depth, Acc) ->
+    split_at(tl(Toks), Sep, Depth + 1, [T | Acc]);  % not fun M:F/A
 split_at([T | Rest], Sep, Depth, Acc) ->
-    D = case element(1, T) of
-            Open when Open =:= '('; Open =:= '{'; Open =:= '['; Open =:= '<<' -> Depth + 1;
-            Close when Close =:= ')'; Close =:= '}'; Close =:= ']'; Close =:= '>>' -> Depth - 1;
-            _ -> Depth
+    D = case bracket(element(1, T)) of
+            open -> Depth + 1;
+            close -> Depth - 1;
+            none -> Depth
         end,
     split_at(Rest, Sep, D, [T | Acc]).
+
+bracket(K) when K =:= '('; K =:= '{'; K =:= '['; K =:= '<<'; K =:= 'begin';
+                K =:= 'case'; K =:= 'if'; K =:= 'receive'; K =:= 'try'; K =:= 'maybe' ->
+    open;
+bracket(K) when K =:= ')'; K =:= '}'; K =:= ']'; K =:= '>>'; K =:= 'end' ->
+    close;
+bracket(_) ->
+    none.
 
 parse_call([], _End) ->
     {error, "there is no function before the guard or the ->"};
@@ -296,18 +349,113 @@ match_spec(Args, GuardToks, End, Return, Exception) ->
                 {ok, Head, Vars} ?= head(Args),
                 {ok, Guards} ?= guards(GuardToks, Vars, End),
                 MS = [{Head, G, Body} || G <- Guards],
-                ok ?= check_ms(MS),
-                {ok, MS}
+                case check_ms(MS) of
+                    ok -> {ok, MS};
+                    {error, Why} -> {error, ["the spec does not make a valid match spec: ", Why]}
+                end
             end
     end.
 
+
+%% Whether MS is a valid match spec for call tracing, by
+%% erlang:match_spec_test/3. That function also runs the actions of the
+%% spec, and in OTP 27 and 29 the VM crashes when one of them changes
+%% trace flags (trace/2,3, enable_trace/1,2, disable_trace/1,2) outside a
+%% trace. So these actions are checked here, and the spec given to
+%% match_spec_test/3 has each of them replaced by a tuple of its
+%% arguments (so that the arguments are still checked as expressions).
 check_ms(MS) ->
-    case erlang:match_spec_test([], MS, trace) of
+    try erlang:match_spec_test([], testable(MS), trace) of
         {ok, _, _, _} -> ok;
-        {error, Errs} ->
-            {error, "the spec does not make a valid match spec: " ++
-                 lists:join("; ", [E || {_, E} <- Errs])}
+        {error, Errs} -> {error, lists:join("; ", [E || {_, E} <- Errs])}
+    catch
+        throw:{flag_action, Action, Why} ->
+            {error, io_lib:format("in ~ts: ~ts", [show(Action), Why])}
     end.
+
+%% Only the bodies run actions (match_spec_test/3 refuses them in guards).
+testable([{Head, Guards, Body} | T]) ->
+    [{Head, Guards, expr(Body)} | testable(T)];
+testable([C | T]) ->
+    [C | testable(T)];
+testable(Other) ->
+    Other.
+
+%% A match spec expression with its flag actions checked and replaced.
+%% {const, T} is a literal; {{...}} builds a tuple of expressions; any
+%% other tuple {F, Arg...} calls F; lists and maps are built of
+%% expressions.
+expr({const, _} = C) ->
+    C;
+expr({T}) when is_tuple(T) ->
+    {list_to_tuple(expr(tuple_to_list(T)))};
+expr(T) when is_tuple(T), tuple_size(T) > 0 ->
+    [F | Args] = tuple_to_list(T),
+    case lists:member({F, length(Args)}, ?FLAG_ACTIONS) of
+        true ->
+            flag_action(T, Args),
+            {list_to_tuple(expr(Args))};
+        false ->
+            list_to_tuple([F | expr(Args)])
+    end;
+expr([H | T]) ->
+    [expr(H) | expr(T)];
+expr(M) when is_map(M) ->
+    maps:from_list([{expr(K), expr(V)} || K := V <- M]);
+expr(X) ->
+    X.
+
+%% Checks the arguments of an action that changes trace flags. The VM
+%% would ignore a bad flag silently, so only flags written out are
+%% accepted; the tracer flag is refused, as it would send the events
+%% past tracekit's ring and its limits.
+flag_action(Action, [Flags1, Flags2]) when element(1, Action) =:= trace ->
+    flags(Action, Flags1),
+    flags(Action, Flags2);
+flag_action(Action, [Proc, Flags1, Flags2]) ->
+    tracee(Action, Proc),
+    flags(Action, Flags1),
+    flags(Action, Flags2);
+flag_action(Action, [Flag]) ->
+    flag(Action, Flag);
+flag_action(Action, [Proc, Flag]) ->
+    tracee(Action, Proc),
+    flag(Action, Flag).
+
+flags(Action, {const, L}) ->
+    flags(Action, L);
+flags(Action, L) ->
+    try lists:foreach(fun(F) -> flag(Action, F) end, L)
+    catch
+        error:_ ->
+            throw({flag_action, Action, "the flags must be a list of trace flags "
+                   "written out, for example [send, 'receive']"})
+    end.
+
+flag(Action, F) ->
+    case lists:member(F, ?TRACE_FLAGS) of
+        true -> ok;
+        false -> throw({flag_action, Action, flag_problem(F)})
+    end.
+
+flag_problem(cpu_timestamp) ->
+    "cpu_timestamp cannot be set by a match spec";
+flag_problem(F) when is_tuple(F) ->
+    io_lib:format("~ts: tracekit does not change the tracer (the events would "
+                  "bypass its ring and its limits); the flags are atoms: ~ts",
+                  [show(F), flag_names()]);
+flag_problem(F) ->
+    io_lib:format("~ts is not a trace flag; the flags are: ~ts", [show(F), flag_names()]).
+
+flag_names() ->
+    lists:join(", ", [io_lib:format("~tw", [F]) || F <- ?TRACE_FLAGS]).
+
+tracee(_Action, P) when is_pid(P); is_atom(P); is_tuple(P) ->
+    ok;
+tracee(Action, P) ->
+    throw({flag_action, Action,
+           io_lib:format("the process ~ts must be a pid, a registered name, a "
+                         "match variable such as '$1', or {self}", [show(P)])}).
 
 %% The head: a list of patterns. Vars maps variable names to '$N'.
 head(Args) ->
@@ -532,12 +680,16 @@ no_match(M, F, A, Fs) ->
 %% call spec matching that function asked for `return' (with only
 %% `exception' the VM also reports returns, and they are not shown).
 -spec shows_return([call()], mfa()) -> boolean().
-shows_return(Calls, {M, F, A}) ->
-    lists:any(fun(#{module := M1, function := F1, arity := A1, return := R}) ->
-                      R andalso M1 =:= M andalso (F1 =:= '_' orelse F1 =:= F)
-                          andalso (A1 =:= '_' orelse A1 =:= A)
-              end, Calls).
+shows_return(Calls, MFA) ->
+    try lists:any(fun(C) -> shows_return1(C, MFA) end, Calls)
+    catch error:_ -> erlang:error(badarg, [Calls, MFA])
+    end.
+
+shows_return1(#{module := M1, function := F1, arity := A1, return := R}, {M, F, A}) ->
+    R andalso M1 =:= M andalso (F1 =:= '_' orelse F1 =:= F)
+        andalso (A1 =:= '_' orelse A1 =:= A).
 
 %% @doc The text of a call spec as the user wrote it (or the term).
 -spec format(call()) -> string().
-format(#{text := T}) -> T.
+format(#{text := T}) -> T;
+format(Call) -> erlang:error(badarg, [Call]).

@@ -7,7 +7,7 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_testcase/2, end_per_testcase/2]).
+-export([suite/0, all/0, init_per_testcase/2, end_per_testcase/2]).
 -export([calls_print_one_line_each/1, exception_only_hides_returns/1,
          match_spec_patterns_select/1, messages_with_names/1, process_events/1,
          collect_instead_of_print/1, format_fun/1,
@@ -16,9 +16,19 @@
          cleanup_at_limit/1, cleanup_on_stop/1, cleanup_when_caller_dies/1,
          cleanup_when_tracer_is_killed/1,
          stop_stops_only_the_callers_traces/1, bad_input_traces_nothing/1,
-         own_processes_are_not_traced/1, side_by_side_with_dbg/1]).
+         own_processes_are_not_traced/1, side_by_side_with_dbg/1,
+         match_spec_flag_actions/1, stop_and_wait_only_traces/1,
+         cut_arguments_are_printed/1, printing_path_is_not_traced/1,
+         bad_input_gives_clear_errors/1, io_device_that_does_not_answer/1,
+         failing_format_fun/1]).
 %% Traced by the cases.
 -export([double/1, boom/1, tick/1, handle/2]).
+%% Run on a peer node by the cases.
+-export([flag_action_traces/0]).
+
+%% A case that blocks fails in a minute.
+suite() ->
+    [{timetrap, {minutes, 1}}].
 
 all() ->
     [calls_print_one_line_each, exception_only_hides_returns,
@@ -29,7 +39,11 @@ all() ->
      cleanup_at_limit, cleanup_on_stop, cleanup_when_caller_dies,
      cleanup_when_tracer_is_killed,
      stop_stops_only_the_callers_traces, bad_input_traces_nothing,
-     own_processes_are_not_traced, side_by_side_with_dbg].
+     own_processes_are_not_traced, side_by_side_with_dbg,
+     match_spec_flag_actions, stop_and_wait_only_traces,
+     cut_arguments_are_printed, printing_path_is_not_traced,
+     bad_input_gives_clear_errors, io_device_that_does_not_answer,
+     failing_format_fun].
 
 init_per_testcase(_, Config) ->
     Io = tk_capture:start(),
@@ -430,3 +444,224 @@ msg({trace, _, send, M, _}) -> {send, M};
 msg({trace_ts, _, 'receive', M, _}) -> {'receive', M};
 msg({trace_ts, _, send, M, _, _}) -> {send, M};
 msg(_) -> none.
+
+%%% Hostile input -------------------------------------------------------------
+
+%% A node of its own with tracekit and this suite, for what would take
+%% the node down if it went wrong.
+start_peer() ->
+    Dirs = lists:usort([filename:dirname(code:which(M)) || M <- [tracekit, ?MODULE]]),
+    {ok, Peer, _} = peer:start(#{connection => standard_io,
+                                 args => lists:append([["-pa", D] || D <- Dirs])}),
+    Peer.
+
+%% Match specs whose actions change trace flags are checked without
+%% erlang:match_spec_test/3 running them (it crashes the VM on them), and
+%% trace as they say: the call turns on tracing of the caller's sends.
+match_spec_flag_actions(_Config) ->
+    Peer = start_peer(),
+    try
+        ?assertMatch({error, {bad_spec, _, "the match spec is not valid: in {trace,[],[nonsense]}: "
+                              "nonsense is not a trace flag" ++ _}},
+                     peer:call(Peer, tracekit, calls,
+                               [{lists, seq, 2, [{'_', [], [{trace, [], [nonsense]}]}]}])),
+        {Started, W, To, Events} = peer:call(Peer, ?MODULE, flag_action_traces, []),
+        ct:log("~p", [Events]),
+        ?assertMatch({ok, _}, Started),
+        ?assertMatch([{trace_ts, W, call, {?MODULE, double, [1]}, _},
+                      {trace_ts, W, send, {done, 2}, To, _}], Events),
+        ?assertEqual(42, peer:call(Peer, erlang, abs, [-42]))
+    after
+        peer:stop(Peer)
+    end.
+
+%% On the peer: traces calls of double/1 with a match spec that turns on
+%% send tracing of the caller; a worker calls double(1) and sends the
+%% result back.
+flag_action_traces() ->
+    Started = tracekit:calls({lists, seq, 2, [{'_', [], [{trace, [], [call]}]}]},
+                             #{print => false}),
+    {ok, _} = tracekit:stop(element(2, Started)),
+    {ok, T} = tracekit:calls({?MODULE, double, 1, [{'_', [], [{enable_trace, send}]}]},
+                             #{print => false}),
+    Self = self(),
+    W = spawn(fun() -> receive go -> Self ! {done, double(1)} end end),
+    W ! go,
+    receive {done, 2} -> ok end,
+    {ok, #{events := Events}} = tracekit:stop(T),
+    {Started, W, Self, [E || E <- Events, element(2, E) =:= W]}.
+
+%% stop/1 and wait/1,2 send nothing to a process that is not a trace and
+%% answer at once; stopping init used to take the node down.
+stop_and_wait_only_traces(_Config) ->
+    Peer = start_peer(),
+    try
+        Init = peer:call(Peer, erlang, whereis, [init]),
+        ?assertEqual({error, not_a_trace}, peer:call(Peer, tracekit, stop, [Init])),
+        timer:sleep(200),
+        ?assertEqual(42, peer:call(Peer, erlang, abs, [-42]))
+    after
+        peer:stop(Peer)
+    end,
+    Other = spawn_link(fun() -> receive never -> ok end end),
+    Dead = spawn(fun() -> ok end),
+    tk_collector:wait_dead([Dead]),
+    Remote = binary_to_term(<<131, 88, 119, 9, "other@foo", 0:32, 5:32, 0:32, 1:32>>),
+    Calls = [{stop, [Other]}, {wait, [Other]}, {wait, [Other, 100]}, {stop, [self()]},
+             {stop, [Dead]}, {wait, [Dead, infinity]}, {stop, [Remote]}, {wait, [Remote]},
+             {stop, [x]}, {wait, [[Other]]}],
+    Answers = [in_time(fun() -> apply(tracekit, F, Args) end) || {F, Args} <- Calls],
+    ?assertEqual([{error, not_a_trace}, {error, not_a_trace}, {error, not_a_trace},
+                  {error, not_a_trace}, {error, not_running}, {error, not_running},
+                  {error, not_a_trace}, {error, not_a_trace}, {error, not_a_trace},
+                  {error, not_a_trace}], Answers),
+    ?assertEqual({messages, []}, erlang:process_info(Other, messages)),
+    ?assertError(badarg, tracekit:wait(Other, -1)),
+    ?assertError(badarg, tracekit:wait(Other, forever)),
+    %% A trace can still be waited for, and stopped.
+    {ok, T} = tracekit:calls("tracekit_SUITE:tick/1", #{print => false}),
+    ?assertEqual({error, timeout}, tracekit:wait(T, 10)),
+    ?assertMatch({ok, #{reason := stopped}}, tracekit:stop(T)),
+    ?assertEqual({error, not_running}, tracekit:stop(T)),
+    unlink(Other),
+    exit(Other, kill).
+
+%% The answer of Fun, which must come within a second.
+in_time(Fun) ->
+    Self = self(),
+    {P, M} = spawn_monitor(fun() -> Self ! {self(), Fun()} end),
+    receive
+        {P, Answer} -> demonitor(M, [flush]), Answer;
+        {'DOWN', M, process, P, Why} -> {crashed, Why}
+    after 1000 ->
+            exit(P, kill),
+            blocked
+    end.
+
+%% With a payload limit the ring cuts arguments (all of them to '...',
+%% or a list ending in '...'): the printer shows them, and the trace and
+%% its summary are not lost.
+cut_arguments_are_printed(Config) ->
+    Long = lists:seq(1, 1000),
+    Self = pid_to_list(self()),
+    [begin
+         Io = tk_capture:start(),
+         {ok, T} = tracekit:calls("tracekit_SUITE:handle/2 -> return",
+                                  #{io => Io, payload => {max_bytes, N}}),
+         handle(Long, Long),
+         {ok, #{shown := 2}} = tracekit:stop(T),
+         Lines = tk_capture:lines(Io),
+         ct:log("max_bytes ~w:~n~ts", [N, lists:join("\n", Lines)]),
+         [_Header, Call, Return, Summary] = Lines,
+         Prefix = Self ++ " tracekit_SUITE:handle(",
+         ?assertEqual(Prefix, lists:sublist(lists:nthtail(16, Call), length(Prefix))),
+         ?assertEqual(")", lists:nthtail(length(Call) - 1, Call)),
+         ?assert(contains(Call, "...")),
+         ?assert(contains(Return, " tracekit_SUITE:handle/2 -> ")),
+         ?assertEqual("tracekit: 2 events shown, 0 dropped; stopped by tracekit:stop", Summary),
+         tk_capture:stop(Io)
+     end || N <- [8, 16, 24, 64]],
+    %% Spawn arguments too.
+    Io = ?config(io, Config),
+    {ok, T} = tracekit:procs(self(), #{io => Io, payload => {max_bytes, 16}}),
+    Child = spawn(?MODULE, handle, [Long, Long]),
+    tk_collector:wait_dead([Child]),
+    {ok, #{shown := Shown}} = tracekit:stop(T),
+    Lines = tk_capture:lines(Io),
+    ct:log("~ts", [lists:join("\n", Lines)]),
+    ?assert(Shown >= 1),
+    ?assertMatch([_], [L || L <- Lines, contains(L, " spawned " ++ pid_to_list(Child)
+                                                    ++ " as tracekit_SUITE:handle(")]),
+    ?assertMatch({match, _}, re:run(lists:last(Lines), "^tracekit: [0-9]+ events? shown")).
+
+%% Tracing every process leaves out what printing a line goes through:
+%% the printer, the io device and the group leaders it hands output to,
+%% the terminal's processes and the VM's dirty signal handlers.
+%% (tracekit_shell_SUITE checks a real terminal.)
+printing_path_is_not_traced(_Config) ->
+    Io = tk_capture:start(),
+    Relay = tk_capture:start(),
+    true = group_leader(Relay, Io),
+    Terminal = [P || N <- [user_drv, user_drv_writer, user_drv_reader, user,
+                           standard_error, standard_error_writer],
+                     P <- [whereis(N)], is_pid(P)],
+    %% The VM's dirty process signal handlers (their messages say which
+    %% process to handle; the terminal's writer makes them busy).
+    Handlers = [P || P <- processes(),
+                     erlang:process_info(P, initial_call)
+                         =:= {initial_call, {erts_dirty_process_signal_handler, start, 0}}],
+    ?assertMatch([_ | _], Handlers),
+    {ok, T} = tracekit:messages(all, #{io => Io, max_time => infinity}),
+    [Session] = tracekit_sessions(),
+    Flags = fun(P) -> trace:info(Session, P, flags) end,
+    Untraced = [T, Io, Relay | Terminal ++ Handlers],
+    ?assert(length(Untraced) >= 6),
+    ?assertEqual([{flags, []} || _ <- Untraced], [Flags(P) || P <- Untraced]),
+    ?assertMatch({flags, [_ | _]}, Flags(self())),
+    ?assertMatch({flags, [_ | _]}, Flags(whereis(init))),
+    {ok, _} = tracekit:stop(T),
+    [tk_capture:stop(P) || P <- [Io, Relay]].
+
+bad_input_gives_clear_errors(Config) ->
+    Io = ?config(io, Config),
+    Self = self(),
+    Sessions = trace:session_info(all),
+    Dead = spawn(fun() -> ok end),
+    tk_collector:wait_dead([Dead]),
+    Bad = [tracekit:messages([self() | foo], opts(Config, #{})),
+           tracekit:procs([foo | self()], opts(Config, #{})),
+           tracekit:calls("tracekit_SUITE:double/1", opts(Config, #{processes => [self() | x]})),
+           tracekit:calls(<<255, 0>>, opts(Config, #{})),
+           tracekit:calls("tracekit_SUITE:double/1", #{io => self()}),
+           tracekit:calls("tracekit_SUITE:double/1", #{io => no_such_name_tk}),
+           tracekit:calls("tracekit_SUITE:double/1", #{io => Dead}),
+           tracekit:calls("tracekit_SUITE:double/1", #{io => "x"})],
+    ct:log("~p", [Bad]),
+    ?assertMatch([{error, {bad_process, [Self | foo], "expected a proper list of pids and "
+                           "registered names"}},
+                  {error, {bad_process, foo, "no process is registered as foo"}},
+                  {error, {bad_process, [Self | x], _}},
+                  {error, {bad_spec, <<255, 0>>, "the binary is not UTF-8 text: byte 1 " ++ _}},
+                  {error, {bad_option, {io, Self}, "io: the calling process is not an io device"}},
+                  {error, {bad_option, {io, no_such_name_tk},
+                           "io: no process is registered as no_such_name_tk"}},
+                  {error, {bad_option, {io, Dead}, "io: the process is not alive"}},
+                  {error, {bad_option, {io, "x"}, _}}], Bad),
+    ?assertEqual(Sessions, trace:session_info(all)),
+    ?assertEqual("", tk_capture:text(Io)).
+
+%% A process that does not answer io requests cannot hold the trace (or
+%% its caller) for ever.
+io_device_that_does_not_answer(Config) ->
+    Mute = spawn_link(fun() -> receive never -> ok end end),
+    T0 = erlang:monotonic_time(millisecond),
+    R = tracekit:calls("tracekit_SUITE:double/1", #{io => Mute}),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    ct:log("~p after ~w ms", [R, Ms]),
+    ?assertMatch({error, {bad_option, {io, Mute}, "io: " ++ _}}, R),
+    {error, {_, _, Why}} = R,
+    ?assert(contains(Why, "did not print within 5000 ms; is it an io device?")),
+    ?assert(Ms >= 5000 andalso Ms < 8000),
+    assert_clean(Config, {?MODULE, double, 1}),
+    unlink(Mute),
+    exit(Mute, kill).
+
+%% A format fun that fails, or returns what is not text, costs its line,
+%% not the trace.
+failing_format_fun(Config) ->
+    Io = ?config(io, Config),
+    Fun = fun({trace_ts, _, call, {_, _, [1]}, _}) -> error(boom);
+             ({trace_ts, _, call, {_, _, [2]}, _}) -> {not_text};
+             ({trace_ts, _, call, {_, _, [X]}, _}) -> io_lib:format("double of ~w", [X])
+          end,
+    {ok, T} = tracekit:calls("tracekit_SUITE:double/1", opts(Config, #{format => Fun})),
+    [double(I) || I <- [1, 2, 3]],
+    ?assertMatch({ok, #{shown := 3}}, tracekit:stop(T)),
+    Lines = tk_capture:lines(Io),
+    ct:log("~ts", [lists:join("\n", Lines)]),
+    ?assertMatch([_, "tracekit: cannot format the event {trace_ts," ++ _,
+                  "tracekit: cannot format the event {trace_ts," ++ _,
+                  "double of 3",
+                  "tracekit: 3 events shown, 0 dropped; stopped by tracekit:stop"], Lines),
+    ?assert(contains(lists:nth(2, Lines), "error:boom")),
+    ?assert(contains(lists:nth(3, Lines), "it returned {not_text}, which is not text")).

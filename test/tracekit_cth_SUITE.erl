@@ -13,14 +13,18 @@
          config_turns_recording_off/1, always_writes_passing_cases/1,
          group_options_apply/1, link_in_case_log/1,
          hook_errors_do_not_fail_cases/1, timetrap_kill_is_recorded/1,
-         skipped_case_leaves_nothing/1, nothing_left_in_the_node/1]).
+         skipped_case_leaves_nothing/1, nothing_left_in_the_node/1,
+         options_are_checked/1, calls_with_flag_actions/1, bad_options_record_nothing/1]).
+%% Run on a peer node by the cases.
+-export([run_hook/2]).
 
 all() ->
     [failing_case_leaves_its_trace, passing_case_leaves_nothing,
      config_turns_recording_off, always_writes_passing_cases,
      group_options_apply, link_in_case_log, hook_errors_do_not_fail_cases,
      timetrap_kill_is_recorded, skipped_case_leaves_nothing,
-     nothing_left_in_the_node].
+     nothing_left_in_the_node, options_are_checked, calls_with_flag_actions,
+     bad_options_record_nothing].
 
 %% One run of the sample suite for all the cases here.
 init_per_suite(Config) ->
@@ -192,3 +196,97 @@ nothing_left_in_the_node(Config) ->
     ?assertEqual([], [S || {tracekit_cth, _} = S <- Sessions]),
     ?assertEqual(0, Rings),
     ?assertEqual(false, SeqTracer).
+
+%%% The hook's options, without Common Test ---------------------------------
+
+%% Every option's value is checked before anything is recorded, with a
+%% reason a person can act on.
+options_are_checked(_Config) ->
+    Why = fun(Opts) ->
+                  {error, W} = tracekit_cth:check_options(Opts),
+                  W
+          end,
+    ?assertMatch({ok, #{messages := true, events := 1000, calls := []}},
+                 tracekit_cth:check_options(#{messages => true})),
+    ?assertMatch({ok, #{groups := #{g := false}}},
+                 tracekit_cth:check_options(#{groups => #{g => false}})),
+    ?assertEqual("options must be a map, got [x]", Why([x])),
+    ?assertEqual("unknown options [colour] (known: [calls,processes,messages,procs,"
+                 "seq_trace,events,ring_size,always,depth,line_length,groups,testcases])",
+                 Why(#{colour => red})),
+    ?assertEqual("messages must be true or false", Why(#{messages => yes})),
+    ?assertEqual("always must be true or false", Why(#{always => 1})),
+    ?assertEqual("events must be a positive integer", Why(#{events => 0})),
+    ?assertEqual("depth must be a positive integer", Why(#{depth => infinity})),
+    ?assertEqual("line_length must be an integer of at least 20", Why(#{line_length => 5})),
+    ?assert(lists:prefix("ring_size: size is a power of two", Why(#{ring_size => 1000}))),
+    ?assertEqual("processes must be a list of pids, registered names and testcase",
+                 Why(#{processes => testcase})),
+    ?assertEqual("processes must be a list of pids, registered names and testcase",
+                 Why(#{processes => [testcase | x]})),
+    ?assertEqual("processes must be a list of pids, registered names and testcase",
+                 Why(#{processes => ["name"]})),
+    ?assertEqual("groups must be a map from names to options (maps, or false)",
+                 Why(#{groups => [{g, #{}}]})),
+    ?assertEqual("testcases must be a map from names to options (maps, or false)",
+                 Why(#{testcases => #{tc => true}})).
+
+start_peer() ->
+    Dirs = lists:usort([filename:dirname(code:which(M)) || M <- [tracekit, ?MODULE]]),
+    {ok, Peer, _} = peer:start(#{connection => standard_io,
+                                 args => lists:append([["-pa", D] || D <- Dirs])}),
+    Peer.
+
+%% The hook's calls option with a match spec that turns on send tracing
+%% of the caller (a spec tracekit_spec checks without running it, as
+%% erlang:match_spec_test/3 would crash the VM): the trace of the case
+%% has the call and the send it enabled. On a node of its own, as the
+%% hook would take the node down if it went wrong.
+calls_with_flag_actions(Config) ->
+    Peer = start_peer(),
+    try
+        Log = filename:join(?config(priv_dir, Config), "flag_actions.html"),
+        Spec = {lists, seq, 2, [{'_', [], [{enable_trace, send}]}]},
+        Text = peer:call(Peer, ?MODULE, run_hook, [Log, #{calls => [Spec], always => true}]),
+        ct:log("~ts", [Text]),
+        ?assert(contains(Text, "lists:seq(1, 3)")),
+        ?assertMatch({match, _}, re:run(Text, "<[0-9.]+> \\(testcase\\) ! tk_sent -> "
+                                              "<[0-9.]+> \\(testcase\\)")),
+        ?assertEqual(42, peer:call(Peer, erlang, abs, [-42]))
+    after
+        peer:stop(Peer)
+    end.
+
+%% Options the hook cannot use: it records nothing, and the case is not
+%% disturbed.
+bad_options_record_nothing(Config) ->
+    Peer = start_peer(),
+    try
+        Dir = ?config(priv_dir, Config),
+        [?assertEqual(none, peer:call(Peer, ?MODULE, run_hook,
+                                      [filename:join(Dir, "bad_" ++ integer_to_list(I) ++ ".html"),
+                                       Opts#{calls => ["lists:seq/2"], always => true}]))
+         || {I, Opts} <- lists:enumerate([#{events => 0}, #{depth => 0},
+                                          #{processes => x}, #{messages => yes},
+                                          #{ring_size => 3}])]
+    after
+        peer:stop(Peer)
+    end.
+
+%% On the peer: the hook's callbacks around a "test case" that calls
+%% lists:seq(1, 3) and sends itself a message; the text of the trace
+%% file the hook wrote, or none.
+run_hook(Log, Opts) ->
+    {ok, S0} = tracekit_cth:init(tracekit_cth, Opts),
+    Cfg = [{tc_logfile, Log}],
+    {ok, S1} = tracekit_cth:post_init_per_testcase(?MODULE, sample, Cfg, ok, S0),
+    _ = lists:seq(1, 3),
+    self() ! tk_sent,
+    receive tk_sent -> ok end,
+    {Cfg, S2} = tracekit_cth:pre_end_per_testcase(?MODULE, sample, Cfg, S1),
+    {ok, S3} = tracekit_cth:post_end_per_testcase(?MODULE, sample, Cfg, ok, S2),
+    ok = tracekit_cth:terminate(S3),
+    case file:read_file(filename:rootname(Log) ++ ".tracekit.txt") of
+        {ok, Bin} -> unicode:characters_to_list(Bin);
+        {error, enoent} -> none
+    end.

@@ -104,3 +104,96 @@ names_test() ->
     after
         unregister(tracekit_format_tests_name)
     end.
+
+%%% What a ring with a payload limit hands out --------------------------------
+
+%% Arguments cut by the ring: all of them ('...'), or a list that ends in
+%% '...'; binaries and funs cut to {'...', Prefix, Size} and
+%% {'...', fun, Name}; the marker anywhere else.
+cut_terms_test_() ->
+    A = p("<0.1.0>"), B = p("<0.2.0>"),
+    Bin = {'...', <<"abc">>, 1000},
+    Fun = {'...', 'fun', <<"#Fun<m.0.1>">>},
+    [?_assertEqual("<0.1.0> m:f(...)", line({trace, A, call, {m, f, '...'}})),
+     ?_assertEqual("<0.1.0> m:f(a, ...)", line({trace, A, call, {m, f, [a | '...']}})),
+     ?_assertEqual("<0.1.0> m:f('...', ...)", line({trace, A, call, {m, f, ['...' | '...']}})),
+     ?_assertEqual("<0.1.0> m:f([1,2|'...'], ...)",
+                   line({trace, A, call, {m, f, [[1, 2 | '...'] | '...']}})),
+     ?_assertEqual("<0.1.0> m:f({'...',<<\"abc\">>,1000}, {'...','fun',<<\"#Fun<m.0.1>\">>})",
+                   line({trace, A, call, {m, f, [Bin, Fun]}})),
+     ?_assertEqual("<0.1.0> spawned <0.2.0> as m:init(x, ...)",
+                   line({trace, A, spawn, B, {m, init, [x | '...']}})),
+     ?_assertEqual("<0.2.0> was spawned by <0.1.0> as m:init(...)",
+                   line({trace, B, spawned, A, {m, init, '...'}})),
+     ?_assertEqual("<0.1.0> m:f/2 -> {'...','...'}",
+                   line({trace, A, return_from, {m, f, 2}, {'...', '...'}})),
+     ?_assertEqual("<0.1.0> ! [1|'...'] -> <0.2.0>", line({trace, A, send, [1 | '...'], B})),
+     ?_assertEqual("<0.1.0> << '...'", line({trace, A, 'receive', '...'})),
+     ?_assertEqual("<0.1.0> exited: '...'", line({trace, A, exit, '...'})),
+     ?_assertEqual("<0.1.0> m:f/1 raised error:'...'",
+                   line({trace, A, exception_from, {m, f, 1}, {error, '...'}})),
+     ?_assertEqual("<0.1.0> exception_from m:f/1 ('...')",
+                   line({trace, A, exception_from, {m, f, 1}, '...'})),
+     ?_assertEqual("<0.1.0> call '...'", line({trace, A, call, '...'})),
+     ?_assertEqual("'...' m:f(1)", line({trace, '...', call, {m, f, [1]}})),
+     ?_assertEqual("seq_trace 1: <0.1.0> ! '...' -> <0.2.0> [0,1]",
+                   line({seq_trace, 1, {send, {0, 1}, A, B, '...'}})),
+     %% An improper list that does not end in the marker.
+     ?_assertEqual("<0.1.0> m:f(a | b)", line({trace, A, call, {m, f, [a | b]}}))].
+
+%% Whatever the term, a line and no crash: events of every tag with the
+%% marker, cut terms and odd terms in every position, and terms that are
+%% not events at all.
+any_term_gives_a_line_test() ->
+    A = p("<0.1.0>"),
+    Odd = ['...', [a | '...'], ['...' | '...'], {'...', <<"ab">>, 100},
+           {'...', 'fun', <<"#Fun<x>">>}, [], 1 bsl 300, -5, x, <<1:3>>, #{a => '...'},
+           A, make_ref(), fun() -> ok end, [x | y], {}, {m, f, '...'}, {m, f, [a | b]},
+           {'...', '...', '...'}, {1, 2, 3}],
+    Tags = [call, return_from, exception_from, return_to, send,
+            send_to_non_existing_process, 'receive', spawn, spawned, exit, link, unlink,
+            getting_linked, getting_unlinked, register, unregister, in, gc_minor_start,
+            '...', 42],
+    Stamps = [{1, 2, 3}, {1 bsl 80, 0, 0}, {-1, -1, -1}, {0, 0, 99999999}, '...', x],
+    Events = [list_to_tuple([trace, P, T | Rest])
+              || P <- [A, '...'], T <- Tags,
+                 Rest <- [[]] ++ [[X] || X <- Odd] ++ [[X, Y] || X <- Odd, Y <- Odd]]
+        ++ [list_to_tuple([trace_ts, A, T, X, S]) || T <- Tags, X <- Odd, S <- Stamps]
+        ++ [{trace}, {trace, A}, {trace_ts}, {trace_ts, a, b, c}, {seq_trace},
+            {seq_trace, '...', '...'}, {seq_trace, 1, {send, '...', A, A, '...'}, '...'}]
+        ++ Odd,
+    Failed = [E || E <- Events,
+                   not (try is_list(line(E)) catch _:_ -> false end)],
+    ?assertEqual([], Failed),
+    ?assert(length(Events) > 10000).
+
+%% A stamp the calendar cannot place is shown as it is.
+odd_stamps_test_() ->
+    A = p("<0.1.0>"),
+    [?_assertEqual("{1208925819614629174706176,0,0} <0.1.0> << x",
+                   line({trace_ts, A, 'receive', x, {1 bsl 80, 0, 0}})),
+     ?_assertEqual("{0,0,1000000} <0.1.0> << x", line({trace_ts, A, 'receive', x, {0, 0, 1000000}}))].
+
+%% Options that are not options raise badarg, from every function.
+bad_options_test_() ->
+    E = {trace, p("<0.1.0>"), 'receive', x},
+    [?_assertError(badarg, tracekit_format:event(E, x)),
+     ?_assertError(badarg, tracekit_format:event(E, #{depth => 0})),
+     ?_assertError(badarg, tracekit_format:event(E, #{depth => infinity})),
+     ?_assertError(badarg, tracekit_format:event(E, #{line_length => 0})),
+     ?_assertError(badarg, tracekit_format:event(E, #{names => [x]})),
+     ?_assertError(badarg, tracekit_format:term(x, #{depth => -1})),
+     ?_assertError(badarg, tracekit_format:names(x)),
+     ?_assertError(badarg, tracekit_format:names([p("<0.1.0>") | x])),
+     ?_assertError(badarg, tracekit_format:summary(#{shown => 1})),
+     ?_assertError(badarg, tracekit_format:message_label(x, 0)),
+     ?_assertError(badarg, tracekit_format:message_label(x, infinity)),
+     %% Very short lines are still cut to their length.
+     ?_assertEqual("..", line(E, #{line_length => 2})),
+     ?_assertEqual("<0...", line(E, #{line_length => 5}))].
+
+io_timeout_summary_test() ->
+    ?assertEqual("tracekit: 3 events shown, 0 dropped; stopped: the io device did not "
+                 "print a line within 5000 ms",
+                 lists:flatten(tracekit_format:summary(#{reason => {io_timeout, 5000},
+                                                         shown => 3, dropped => 0}))).

@@ -41,3 +41,19 @@ rate_and_max_test() ->
 shown_test() ->
     {stop, _, L} = tracekit_limits:event(1, element(2, tracekit_limits:event(0, tracekit_limits:new(10, {1, 1})))),
     ?assertEqual(1, tracekit_limits:shown(L)).
+
+%% Limits that are not limits are refused when made, not when the first
+%% event comes (where a limit of 0 would never be reached).
+bad_limits_test_() ->
+    L = tracekit_limits:new(3, none),
+    [?_assertError(badarg, tracekit_limits:new(0, none)),
+     ?_assertError(badarg, tracekit_limits:new(-1, none)),
+     ?_assertError(badarg, tracekit_limits:new(x, none)),
+     ?_assertError(badarg, tracekit_limits:new(3, {0, 10})),
+     ?_assertError(badarg, tracekit_limits:new(3, {1, 0})),
+     ?_assertError(badarg, tracekit_limits:new(3, {1, 2, 3})),
+     ?_assertError(badarg, tracekit_limits:new(3, x)),
+     ?_assertError(badarg, tracekit_limits:event(1.5, L)),
+     ?_assertError(badarg, tracekit_limits:event(1, x)),
+     ?_assertError(badarg, tracekit_limits:shown(x)),
+     ?_assertMatch({show, _}, tracekit_limits:event(1, tracekit_limits:new(infinity, {1, 1})))].

@@ -234,3 +234,110 @@ shows_return_test() ->
     ?assertNot(tracekit_spec:shows_return(Calls, {m, f, 1})),
     ?assert(tracekit_spec:shows_return(Calls, {m, g, 3})),
     ?assertNot(tracekit_spec:shows_return(Calls, {n, h, 0})).
+
+%%% Input that is not a spec -----------------------------------------------
+
+%% A binary is read as UTF-8 text; one that is not says where it breaks.
+binary_not_utf8_test_() ->
+    [?_test(starts("the binary is not UTF-8 text: byte 1 is not part of a UTF-8 "
+                   "character", why(<<255, 0>>))),
+     ?_test(starts("the binary is not UTF-8 text: byte 6 is not part", why(<<"m:f/1", 255>>))),
+     ?_test(starts("the binary is not UTF-8 text: it ends inside a character",
+                   why(<<"m:f/", 16#c3>>))),
+     ?_test(starts("the spec is empty", why(<<>>))),
+     ?_assertMatch(#{module := 'mød', function := f}, one(<<"'mød':f/1"/utf8>>))].
+
+%% A list of integers is a string even when io_lib would not print it.
+strings_test_() ->
+    [?_test(starts("the string has -1 in it, which is not a character", why([$m, -1]))),
+     ?_test(starts("the string has 1114112 in it", why([$m, 16#110000]))),
+     ?_assertMatch(#{module := m, function := f, arity := 1}, one([$m, $:, $f, $/, $1, 0]))].
+
+%% The spec is named in the error whole, but the sentence stays short
+%% whatever the term.
+deep_terms_test_() ->
+    Deep = lists:foldl(fun(_, T) -> {T} end, x, lists:seq(1, 100000)),
+    [?_assert(length(why(Deep)) < 400),
+     ?_assert(length(why({m, f, 1, Deep})) < 400),
+     ?_assert(length(why({m, f, lists:seq(1, 100000)})) < 400),
+     ?_assert(length(why({m, f, 1, [{'_', [], [{message, Deep}]}]})) < 1000)].
+
+%% The -> of a fun in a guard is not the one before the actions.
+fun_in_guard_test_() ->
+    [?_test(starts("fun() ->", why("m:f(X) when X =:= fun() -> ok end"))),
+     ?_assertMatch(#{return := true, match_spec := [{_, [{'=:=', '$1', {const, _}}], _}]},
+                   one("m:f(X) when X =:= fun lists:seq/2 -> return"))].
+
+shows_return_and_format_badarg_test_() ->
+    {ok, Calls} = tracekit_spec:parse("m:f/1 -> return"),
+    [?_assertError(badarg, tracekit_spec:shows_return(x, {m, f, 1})),
+     ?_assertError(badarg, tracekit_spec:shows_return([x], {m, f, 1})),
+     ?_assertError(badarg, tracekit_spec:shows_return(Calls, x)),
+     ?_assertError(badarg, tracekit_spec:shows_return(Calls ++ x, {m, f, 2})),
+     ?_assertError(badarg, tracekit_spec:format(x))].
+
+%%% Match specs that change trace flags --------------------------------------
+
+%% erlang:match_spec_test/3, which checks match specs, crashes the VM (OTP
+%% 27 and 29) on a spec whose body runs trace/2,3, enable_trace/1,2 or
+%% disable_trace/1,2: tracekit_spec checks those itself. They are read on
+%% a peer node, so that a regression fails these tests instead of ending
+%% the test run.
+flag_actions_test_() ->
+    {setup, fun start_peer/0, fun peer:stop/1,
+     fun(Peer) ->
+             Ok = fun(MS) -> ?_assertMatch({ok, [#{match_spec := MS}]}, on_peer(Peer, MS)) end,
+             Bad = fun(Start, MS) ->
+                           ?_test(begin
+                                      {error, {bad_spec, _, Why}} = on_peer(Peer, MS),
+                                      starts("the match spec is not valid: " ++ Start, Why)
+                                  end)
+                   end,
+             [Ok([{'_', [], [{trace, [], [call]}]}]),
+              Ok([{'_', [], [{trace, [call], [send, 'receive', timestamp]}]}]),
+              Ok([{'_', [], [{enable_trace, send}]}]),
+              Ok([{'_', [], [{disable_trace, call}, {return_trace}]}]),
+              Ok([{['$1', '_'], [], [{trace, '$1', [], [send]}]}]),
+              Ok([{'_', [], [{enable_trace, {self}, procs}]}]),
+              Ok([{'_', [], [{enable_trace, self(), send}]}]),
+              Ok([{'_', [], [{disable_trace, my_server, send}]}]),
+              Ok([{'_', [], [{trace, {const, [call]}, []}]}]),
+              %% Inside other expressions, in maps, as map keys.
+              Ok([{'_', [], [{message, {enable_trace, call}}]}]),
+              Ok([{'_', [], [#{{enable_trace, call} => {disable_trace, send}}]}]),
+              Ok([{'_', [], [{'andalso', true, {trace, [], [send]}}]}]),
+              %% Literals, not actions.
+              Ok([{'_', [], [{const, {trace, [], [nonsense]}}]}]),
+              Ok([{'_', [], [{message, {{trace, [], [nonsense]}}}]}]),
+              Bad("in {trace,[],[nonsense]}: nonsense is not a trace flag; the flags are: all, ",
+                  [{'_', [], [{trace, [], [nonsense]}]}]),
+              Bad("in {enable_trace,nonsense}: nonsense is not a trace flag",
+                  [{'_', [], [{message, {enable_trace, nonsense}}]}]),
+              Bad("in {trace,[],[cpu_timestamp]}: cpu_timestamp cannot be set by a match spec",
+                  [{'_', [], [{trace, [], [cpu_timestamp]}]}]),
+              Bad("in {trace,[],[{{tracer,",
+                  [{'_', [], [{trace, [], [{{tracer, self()}}]}]}]),
+              Bad("in {trace,'$1',[]}: the flags must be a list of trace flags written out",
+                  [{['$1', '_'], [], [{trace, '$1', []}]}]),
+              Bad("in {trace,[],[call|send]}: the flags must be a list",
+                  [{'_', [], [{trace, [], [call | send]}]}]),
+              Bad("in {enable_trace,42,send}: the process 42 must be a pid, a registered name",
+                  [{'_', [], [{enable_trace, 42, send}]}]),
+              %% What match_spec_test/3 finds in the rest.
+              Bad("Variable $9 is unbound", [{'_', [], [{trace, '$9', [], [call]}]}]),
+              Bad("Special form 'enable_trace' called in guard context",
+                  [{'_', [{enable_trace, call}], []}]),
+              Bad("Special form 'trace' called with wrong number of arguments",
+                  [{'_', [], [{trace}]}]),
+              Bad("Match expression is not a proper list", [{'_', [], [{trace, [], [call]} | x]}]),
+              %% ...and the peer is still up.
+              ?_assertEqual(42, peer:call(Peer, erlang, abs, [-42]))]
+     end}.
+
+start_peer() ->
+    {ok, Peer, _Node} = peer:start(#{connection => standard_io,
+                                          args => ["-pa", filename:dirname(code:which(tracekit_spec))]}),
+    Peer.
+
+on_peer(Peer, MS) ->
+    peer:call(Peer, tracekit_spec, parse, [{lists, seq, 2, MS}]).
