@@ -45,6 +45,16 @@
 %%   or `global' (only calls from outside the module).</dd>
 %% <dt>`ring_size', `payload'</dt><dd>passed to {@link tracekit_ring:new/1}
 %%   (defaults 262144 bytes per scheduler and `full').</dd>
+%% <dt>`file'</dt><dd>a path: the events are written to this trace file
+%%   (a {@link tracekit_file}, with `ring_size' bytes of buffer per
+%%   thread) instead of being printed, to be read later with {@link
+%%   tracekit_file:read/1} or `tracekit-cat'. The limits apply the same
+%%   (the file's writer ends the file at the event where a printed trace
+%%   would end); the summary line says where the file is and how many
+%%   events it holds. With `print => false' the summary is only sent.
+%%   The file holds every event the VM reported: also the return values
+%%   of functions whose spec asked for exceptions only, which a printed
+%%   trace leaves out.</dd>
 %% </dl>
 %% The processes that printing a line goes through are never traced by
 %% `all' or `existing' (each line would make more events): the printer,
@@ -71,6 +81,7 @@
                   processes => processes(),
                   scope => local | global,
                   ring_size => pos_integer(),
+                  file => file:name_all(),
                   payload => full | none | {max_bytes, pos_integer()}}.
 %% `reason': why the trace ended; `shown': events printed or collected;
 %% `dropped': events that happened while tracing but were not shown (beyond
@@ -257,6 +268,7 @@ valid(depth, N) -> is_integer(N) andalso N > 0;
 valid(line_length, N) -> is_integer(N) andalso N >= 20;
 valid(processes, _) -> true;
 valid(scope, S) -> S =:= local orelse S =:= global;
+valid(file, P) -> is_path(P);
 valid(_, _) -> false.
 
 %% The lines must go somewhere: a live process, a registered name, or the
@@ -280,6 +292,17 @@ io_problem(Io) when is_atom(Io) ->
 io_problem(_) ->
     option_help(io).
 
+is_path(P) when is_binary(P) -> P =/= <<>>;
+is_path(P) when is_list(P); is_atom(P) ->
+    try unicode:characters_to_binary(filename:flatten(P)) of
+        Bin when is_binary(Bin) -> Bin =/= <<>>;
+        _ -> false
+    catch
+        error:_ -> false
+    end;
+is_path(_) ->
+    false.
+
 pos_or_infinity(infinity) -> true;
 pos_or_infinity(N) -> is_integer(N) andalso N > 0.
 
@@ -292,11 +315,12 @@ option_help(io) -> "io is an io device: a pid, a registered name or standard_io"
 option_help(depth) -> "depth is a positive integer";
 option_help(line_length) -> "line_length is an integer of at least 20";
 option_help(scope) -> "scope is local or global";
+option_help(file) -> "file is the path of the trace file to write, for example \"/tmp/calls.tkt\"";
 option_help(K) ->
     lists:flatten(io_lib:format(
                     "unknown option ~tw; known: max_events, max_time, rate, "
                     "print, format, io, depth, line_length, processes, scope, "
-                    "ring_size, payload", [K])).
+                    "ring_size, payload, file", [K])).
 
 processes(P) when P =:= all; P =:= new; P =:= existing ->
     {ok, P};

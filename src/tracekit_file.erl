@@ -45,7 +45,7 @@
 
 -on_load(init/0).
 
--nifs([new_nif/8, stats/1, flush/1, close/1, set_nif/4,
+-nifs([new_nif/9, stats/1, flush/1, close/1, set_nif/4,
        enabled/3, trace/5, enabled_send/3, trace_send/5,
        enabled_receive/3, trace_receive/5, enabled_call/3, trace_call/5,
        enabled_procs/3, trace_procs/5, enabled_ports/3, trace_ports/5,
@@ -54,6 +54,10 @@
        enabled_garbage_collection/3, trace_garbage_collection/5]).
 
 -define(DEFAULT_BUFFER, 1 bsl 20).
+%% The largest rate limit: its window keeps one stamp per event
+%% (TK_LIMIT_RATE_MAX), over at most a day (TK_FILE_RATE_MS_MAX).
+-define(RATE_N_MAX, 1000000).
+-define(RATE_MS_MAX, 86400000).
 %% Chunk types (FORMAT.md).
 -define(HEADER, 1).
 -define(DICT, 2).
@@ -69,7 +73,9 @@
                      max_bytes => pos_integer() | infinity,
                      buffer => pos_integer(),
                      payload => full | none | {max_bytes, pos_integer()},
-                     tags => [atom()]}.
+                     tags => [atom()],
+                     max_events => pos_integer() | infinity,
+                     rate => none | {pos_integer(), pos_integer()}}.
 -type stats() :: #{written := non_neg_integer(),
                    dropped := non_neg_integer(),
                    bytes := non_neg_integer(),
@@ -85,7 +91,9 @@
                    paused := boolean(),
                    sample := pos_integer(),
                    tags := all | [atom()],
-                   path := binary()}.
+                   path := binary(),
+                   over := non_neg_integer(),
+                   limit := none | tracekit_limits:reason()}.
 -type read_error() :: {corrupt, file:filename_all(), non_neg_integer()}
                     | {skipped, [{file:filename_all(), non_neg_integer(),
                                   non_neg_integer() | eof}]}
@@ -111,7 +119,17 @@ init() ->
 %% <dt>`buffer'</dt><dd>bytes of each producer thread's ring (default 1
 %%   MiB; as `size' in {@link tracekit_ring:new/1}).</dd>
 %% <dt>`payload', `tags'</dt><dd>as in {@link tracekit_ring:new/1}.</dd>
+%% <dt>`max_events'</dt><dd>write at most this many events (default
+%%   `infinity').</dd>
+%% <dt>`rate'</dt><dd>`{N, Milliseconds}': stop writing at the first event
+%%   that would make more than N within that time (default `none'; N at
+%%   most 1,000,000, the time at most a day).</dd>
 %% </dl>
+%% The limits are those of {@link tracekit:calls/2}, applied by the writer
+%% to the events in time order (by the stamps of the records): the file
+%% ends at the event a printed trace would end at. Events after it are
+%% counted as `over' in {@link stats/1}, which also says which `limit' was
+%% reached.
 %% A bad option gives `{error, {badopt, Option}}'; a path that cannot be
 %% created (a missing directory, no permission) `{error, {file, Path,
 %% Posix}}', before anything is traced.
@@ -125,7 +143,7 @@ new(Opts) when is_list(Opts) ->
     end;
 new(#{path := Path} = Opts) ->
     Defaults = #{wrap => none, max_bytes => infinity, buffer => ?DEFAULT_BUFFER,
-                 payload => full, tags => all},
+                 payload => full, tags => all, max_events => infinity, rate => none},
     case check(maps:to_list(maps:remove(path, Opts)), Defaults) of
         {ok, O} ->
             case path_binary(Path) of
@@ -141,7 +159,8 @@ new(Opts) ->
     {error, {badopt, Opts}}.
 
 open(Path, Bin, #{wrap := Wrap, max_bytes := MaxBytes, buffer := Size,
-                  payload := Payload, tags := Tags}) ->
+                  payload := Payload, tags := Tags, max_events := MaxEvents,
+                  rate := Rate}) ->
     {Mode, Max} = case Payload of
                       {max_bytes, N} -> {max_bytes, N};
                       Other -> {Other, 0}
@@ -149,8 +168,11 @@ open(Path, Bin, #{wrap := Wrap, max_bytes := MaxBytes, buffer := Size,
     WrapArg = case Wrap of none -> {0, 0}; _ -> Wrap end,
     Limit = case MaxBytes of infinity -> 0; _ -> MaxBytes end,
     Meta = {node(), erlang:system_info(otp_release), version()},
+    Limits = {case MaxEvents of infinity -> 0; _ -> MaxEvents end,
+              case Rate of none -> 0; {RateN, _} -> RateN end,
+              case Rate of none -> 0; {_, RateMs} -> RateMs end},
     case new_nif(Bin, WrapArg, Limit, Size, Mode, Max,
-                 case Tags of all -> true; L -> L end, Meta) of
+                 case Tags of all -> true; L -> L end, Meta, Limits) of
         {ok, _} = Ok -> Ok;
         {error, Posix} -> {error, {file, Path, Posix}}
     end.
@@ -173,6 +195,19 @@ check([{max_bytes, M} = O | T], Acc) ->
     case M =:= infinity orelse (is_integer(M) andalso M > 0 andalso M < 1 bsl 64) of
         true -> check(T, Acc#{max_bytes := M});
         false -> {error, {badopt, O}}
+    end;
+check([{max_events, M} = O | T], Acc) ->
+    case M =:= infinity orelse (is_integer(M) andalso M > 0 andalso M < 1 bsl 64) of
+        true -> check(T, Acc#{max_events := M});
+        false -> {error, {badopt, O}}
+    end;
+check([{rate, R} = O | T], Acc) ->
+    case R of
+        none -> check(T, Acc#{rate := none});
+        {N, Ms} when is_integer(N), N > 0, N =< ?RATE_N_MAX,
+                     is_integer(Ms), Ms > 0, Ms =< ?RATE_MS_MAX ->
+            check(T, Acc#{rate := R});
+        _ -> {error, {badopt, O}}
     end;
 check([{buffer, B} = O | T], Acc) ->
     ring_option(size, B, O, buffer, T, Acc);
@@ -204,16 +239,18 @@ path_binary(Path) when is_list(Path); is_atom(Path) ->
 path_binary(_) ->
     error.
 
-new_nif(_Path, _Wrap, _MaxBytes, _Size, _Payload, _PayloadMax, _Tags, _Meta) ->
+new_nif(_Path, _Wrap, _MaxBytes, _Size, _Payload, _PayloadMax, _Tags, _Meta, _Limits) ->
     erlang:nif_error(not_loaded).
 
 %% @doc Counters of the file. `written' events are in the files;
 %% `dropped' were offered but are not (a full buffer, the size limit, a
-%% failed write): with `buffered', which wait to be written, their sum is
-%% every event the VM offered. `bytes' written in all, `files' opened
-%% (a wrap set reuses them), `write_errors' and `last_error' (a POSIX
-%% name), `filtered', `truncated', `producers' and the settings as in
-%% {@link tracekit_ring:stats/1}.
+%% failed write); `over' came after the `limit' reached (`none',
+%% `{max_events, N}' or `{rate, {N, Ms}}') and are left out on purpose;
+%% `buffered' wait to be written. Their sum is every event the VM
+%% offered. `bytes' written in all, `files' opened (a wrap set reuses
+%% them), `write_errors' and `last_error' (a POSIX name), `filtered',
+%% `truncated', `producers' and the settings as in {@link
+%% tracekit_ring:stats/1}.
 -spec stats(file()) -> stats().
 stats(_File) ->
     erlang:nif_error(not_loaded).

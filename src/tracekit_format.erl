@@ -215,6 +215,10 @@ cut(Line, Max) ->
 %% dropped, and why the trace stopped.
 -spec summary(#{reason := atom() | {atom(), term()}, shown := non_neg_integer(),
                 dropped := non_neg_integer(), _ => _}) -> unicode:chardata().
+summary(#{reason := Reason, shown := Written, dropped := Dropped, file := Path}) ->
+    io_lib:format("tracekit: ~0P ~s written to ~ts, ~0P dropped; ~ts",
+                  [Written, 5, plural(Written, "event", "events"), filename:flatten(Path),
+                   Dropped, 5, reason(Reason)]);
 summary(#{reason := Reason, shown := Shown, dropped := Dropped}) ->
     io_lib:format("tracekit: ~0P ~s shown, ~0P dropped; ~ts",
                   [Shown, 5, plural(Shown, "event", "events"), Dropped, 5, reason(Reason)]);

@@ -1,11 +1,13 @@
 %% @doc One trace started by {@link tracekit}: the process that owns its
 %% trace session and ring, drains the ring, applies the limits and prints
-%% (or collects) the events.
+%% (or collects) the events. With the `file' option the session's tracer
+%% is a {@link tracekit_file} instead, whose writer applies the same
+%% limits; this process then only watches its counters.
 %%
-%% The traced processes only write into the ring; everything else happens
-%% here. The trace ends at a limit, on request, or when the process that
-%% started it exits; then the session is destroyed and the ring closed, and
-%% the summary is printed or sent.
+%% The traced processes only write into the ring (or the file's buffers);
+%% everything else happens here. The trace ends at a limit, on request, or
+%% when the process that started it exits; then the session is destroyed
+%% and the ring (or file) closed, and the summary is printed or sent.
 -module(tracekit_runner).
 
 -export([start/2]).
@@ -19,7 +21,8 @@
           calls => [{tracekit_spec:call(), [tracekit_spec:mfa_pattern()]}],
           text := unicode:chardata()}.
 -type summary() :: #{reason := term(), shown := non_neg_integer(),
-                     dropped := non_neg_integer(), events => [tuple()]}.
+                     dropped := non_neg_integer(), events => [tuple()],
+                     file => file:name_all()}.
 
 -define(BATCH, 1000).
 -define(IDLE_MS, 10).
@@ -29,10 +32,14 @@
 %% ever.
 -define(PRINT_MS, 5000).
 
+%% Where the session's tracer puts the events: a ring drained here, or a
+%% trace file (its path as given).
+-type sink() :: {ring, tracekit_ring:ring()} | {file, tracekit_file:file(), file:name_all()}.
+
 -record(st, {caller :: pid(),
              caller_mon :: reference(),
              session :: trace:session(),
-             ring :: tracekit_ring:ring(),
+             sink :: sink(),
              opts :: map(),
              limits :: tracekit_limits:limits(),
              deadline :: integer() | infinity,
@@ -66,25 +73,54 @@ start(Req, Opts) ->
 init(Caller, Ref, Req, Opts) ->
     put('$tracekit', Caller),
     CallerMon = monitor(process, Caller),
-    #{ring_size := Size, payload := Payload} = Opts,
+    case open_sink(Opts) of
+        {ok, Sink} ->
+            init(Caller, Ref, CallerMon, Sink, Req, Opts);
+        {error, _} = E ->
+            Caller ! {Ref, E}
+    end.
+
+open_sink(#{file := Path, ring_size := Size, payload := Payload,
+            max_events := Max, rate := Rate}) ->
+    case tracekit_file:new(#{path => Path, buffer => Size, payload => Payload,
+                             max_events => Max, rate => Rate}) of
+        {ok, File} ->
+            {ok, {file, File, Path}};
+        {error, {file, _, Posix}} ->
+            {error, {bad_option, {file, Path},
+                     lists:flatten(io_lib:format("file: cannot create ~tp: ~ts (~w)",
+                                                 [Path, file:format_error(Posix), Posix]))}};
+        {error, {badopt, {rate, R}}} ->
+            {error, {bad_option, {rate, R}, "with file, rate is at most "
+                     "{1000000, 86400000} (a million events in a day)"}};
+        {error, {badopt, O}} ->
+            {error, {bad_option, O, "the trace file could not be made with this option"}}
+    end;
+open_sink(#{ring_size := Size, payload := Payload}) ->
     case tracekit_ring:new(#{size => Size, payload => Payload}) of
         {ok, Ring} ->
-            init(Caller, Ref, CallerMon, Ring, Req, Opts);
+            {ok, {ring, Ring}};
         {error, {badopt, O}} ->
             %% tracekit checked the options: only a change of the machine
             %% since (its schedulers) can bring this.
-            Caller ! {Ref, {error, {bad_option, O, "the ring could not be made "
-                                    "with these options (see tracekit_ring:limits/0)"}}}
+            {error, {bad_option, O, "the ring could not be made "
+                     "with these options (see tracekit_ring:limits/0)"}}
     end.
 
-init(Caller, Ref, CallerMon, Ring, Req, Opts) ->
+tracer({ring, Ring}) -> {tracekit_ring, Ring};
+tracer({file, File, _}) -> {tracekit_file, File}.
+
+close_sink({ring, Ring}) -> tracekit_ring:close(Ring);
+close_sink({file, File, _}) -> tracekit_file:close(File).
+
+init(Caller, Ref, CallerMon, Sink, Req, Opts) ->
     #{max_events := Max, rate := Rate, max_time := Time} = Opts,
     Limits = tracekit_limits:new(Max, Rate),
     %% The code that prints a line is loaded before tracing starts, so
     %% that the code server's work for the first line is not traced.
     _ = tracekit_format:event({trace_ts, self(), call, {?MODULE, init, [x]}, os:timestamp()},
                               #{}),
-    Session = trace:session_create(tracekit, {tracekit_ring, Ring}, []),
+    Session = trace:session_create(tracekit, tracer(Sink), []),
     case setup(Session, Req, Opts) of
         ok ->
             Deadline = case Time of
@@ -92,7 +128,7 @@ init(Caller, Ref, CallerMon, Ring, Req, Opts) ->
                            _ -> erlang:monotonic_time(millisecond) + Time
                        end,
             St = #st{caller = Caller, caller_mon = CallerMon, session = Session,
-                     ring = Ring, opts = Opts,
+                     sink = Sink, opts = Opts,
                      limits = Limits,
                      deadline = Deadline,
                      calls = [C || {C, _} <- maps:get(calls, Req, [])]},
@@ -102,20 +138,20 @@ init(Caller, Ref, CallerMon, Ring, Req, Opts) ->
                     loop(St1);
                 #st{} ->
                     Io = maps:get(io, Opts, standard_io),
-                    stop_tracing(Session, Ring),
+                    stop_tracing(Session, Sink),
                     Caller ! {Ref, {error, {bad_option, {io, Io},
                                             lists:flatten(io_lib:format(
                                               "io: ~0tP did not print within ~w ms; "
                                               "is it an io device?", [Io, 5, ?PRINT_MS]))}}}
             end;
         {error, _} = E ->
-            stop_tracing(Session, Ring),
+            stop_tracing(Session, Sink),
             Caller ! {Ref, E}
     end.
 
-stop_tracing(Session, Ring) ->
+stop_tracing(Session, Sink) ->
     _ = trace:session_destroy(Session),
-    ok = tracekit_ring:close(Ring).
+    ok = close_sink(Sink).
 
 setup(S, #{kind := Kind, procs := Procs} = Req, Opts) ->
     Flags = case Kind of
@@ -205,6 +241,10 @@ header(#{kind := Kind, text := Text}, Opts) ->
                procs -> "process events of "
            end,
     ["tracekit: tracing ", What, Text,
+     case Opts of
+         #{file := Path} -> io_lib:format(" into ~ts", [filename:flatten(Path)]);
+         _ -> ""
+     end,
      case Limits of [] -> ""; _ -> [" (stops after ", Limits, ")"] end].
 
 %%% The loop ------------------------------------------------------------------
@@ -221,7 +261,19 @@ loop(#st{caller_mon = CM} = St) ->
             poll(St)
     end.
 
-poll(#st{ring = R} = St) ->
+poll(#st{sink = {file, File, _}} = St) ->
+    %% The writer applies the limits; this process ends the trace when it
+    %% has reached one (or at the time limit).
+    Now = erlang:monotonic_time(millisecond),
+    case tracekit_file:stats(File) of
+        #{limit := none} when St#st.deadline =/= infinity, Now >= St#st.deadline ->
+            finish({max_time, maps:get(max_time, St#st.opts)}, St);
+        #{limit := none} ->
+            idle(St, Now);
+        #{limit := Limit} ->
+            finish(Limit, St)
+    end;
+poll(#st{sink = {ring, R}} = St) ->
     Events = tracekit_ring:drain(R, ?BATCH),
     St1 = handle(Events, St),
     Now = erlang:monotonic_time(millisecond),
@@ -387,18 +439,11 @@ name(_P, Names) ->
 %%% The end -------------------------------------------------------------------
 
 -spec finish(term(), #st{}) -> no_return().
-finish(Reason0, #st{session = S, ring = R} = St0) ->
-    stop_tracing(S, R),
-    St = handle(tracekit_ring:drain(R), St0),
-    Reason = case St#st.reason of
-                 undefined -> Reason0;
-                 Limit -> Limit
-             end,
-    #{dropped := RingDropped, buffered := Buffered} = tracekit_ring:stats(R),
-    Summary0 = #{reason => Reason,
-                 shown => tracekit_limits:shown(St#st.limits),
-                 dropped => RingDropped + Buffered + St#st.over},
+finish(Reason0, #st{session = S, sink = Sink} = St0) ->
+    stop_tracing(S, Sink),
+    {St, Summary0} = summary(Reason0, St0),
     Summary = case St#st.opts of
+                  #{print := false, file := _} -> Summary0;
                   #{print := false} -> Summary0#{events => lists:reverse(St#st.collected)};
                   _ -> _ = print(St, tracekit_format:summary(Summary0)), Summary0
               end,
@@ -408,3 +453,26 @@ finish(Reason0, #st{session = S, ring = R} = St0) ->
          end,
     _ = [P ! {tracekit, self(), done, Summary} || P <- lists:usort(To)],
     exit(normal).
+
+%% After the tracer is closed: what was shown (or written), what was not.
+summary(Reason0, #st{sink = {ring, R}} = St0) ->
+    St = handle(tracekit_ring:drain(R), St0),
+    Reason = case St#st.reason of
+                 undefined -> Reason0;
+                 Limit -> Limit
+             end,
+    #{dropped := RingDropped, buffered := Buffered} = tracekit_ring:stats(R),
+    {St, #{reason => Reason,
+           shown => tracekit_limits:shown(St#st.limits),
+           dropped => RingDropped + Buffered + St#st.over}};
+summary(Reason0, #st{sink = {file, File, Path}} = St) ->
+    %% Closed: the writer has written or counted everything (a limit it
+    %% reached while the trace was ending is the reason).
+    #{written := Written, dropped := Dropped, over := Over, buffered := Buffered,
+      limit := Limit} = tracekit_file:stats(File),
+    Reason = case Limit of
+                 none -> Reason0;
+                 _ -> Limit
+             end,
+    {St, #{reason => Reason, shown => Written, dropped => Dropped + Over + Buffered,
+           file => Path}}.

@@ -20,7 +20,9 @@
          match_spec_flag_actions/1, stop_and_wait_only_traces/1,
          cut_arguments_are_printed/1, printing_path_is_not_traced/1,
          bad_input_gives_clear_errors/1, io_device_that_does_not_answer/1,
-         failing_format_fun/1]).
+         failing_format_fun/1,
+         file_holds_what_print_shows/1, file_limits/1, file_drop_accounting/1,
+         file_bad_paths/1]).
 %% Traced by the cases.
 -export([double/1, boom/1, tick/1, handle/2]).
 %% Run on a peer node by the cases.
@@ -43,11 +45,14 @@ all() ->
      match_spec_flag_actions, stop_and_wait_only_traces,
      cut_arguments_are_printed, printing_path_is_not_traced,
      bad_input_gives_clear_errors, io_device_that_does_not_answer,
-     failing_format_fun].
+     failing_format_fun,
+     file_holds_what_print_shows, file_limits, file_drop_accounting,
+     file_bad_paths].
 
-init_per_testcase(_, Config) ->
+init_per_testcase(Case, Config) ->
     Io = tk_capture:start(),
-    [{io, Io}, {alive0, tracekit_ring:alive()} | Config].
+    File = filename:join(?config(priv_dir, Config), atom_to_list(Case) ++ ".tkt"),
+    [{io, Io}, {file, File}, {alive0, tracekit_ring:alive()} | Config].
 
 end_per_testcase(_, Config) ->
     ok = tracekit:stop(),
@@ -665,3 +670,97 @@ failing_format_fun(Config) ->
                   "tracekit: 3 events shown, 0 dropped; stopped by tracekit:stop"], Lines),
     ?assert(contains(lists:nth(2, Lines), "error:boom")),
     ?assert(contains(lists:nth(3, Lines), "it returned {not_text}, which is not text")).
+
+%%% To a file ----------------------------------------------------------------
+
+%% The same trace printed and written: the file holds exactly the events
+%% the printed trace showed (one line each), up to the same limit, and the
+%% summary line says where the file is and how many events it holds.
+file_holds_what_print_shows(Config) ->
+    Io = ?config(io, Config),
+    File = ?config(file, Config),
+    Run = fun(Opts) ->
+                  {ok, T} = tracekit:calls("tracekit_SUITE:double/1 -> return",
+                                           opts(Config, Opts#{max_events => 7})),
+                  [double(I) || I <- lists:seq(1, 10)],
+                  tracekit:wait(T, 5000)
+          end,
+    {ok, #{reason := {max_events, 7}, shown := 7, events := Collected}} =
+        Run(#{print => false}),
+    ?assertEqual(7, length(Collected)),
+    {ok, Summary} = Run(#{file => File}),
+    ct:log("~p", [Summary]),
+    ?assertMatch(#{reason := {max_events, 7}, shown := 7, file := File}, Summary),
+    ?assertEqual(false, maps:is_key(events, Summary)),
+    {ok, Read} = tracekit_file:read(File),
+    ?assertEqual([untimed(E) || E <- Collected], [untimed(E) || E <- Read]),
+    [Header, Line] = tk_capture:lines(Io),
+    ?assertEqual("tracekit: tracing calls to tracekit_SUITE:double/1 -> return in all "
+                 "processes into " ++ File ++ " (stops after 7 events or 15000 ms)", Header),
+    {match, [Written, Dropped]} =
+        re:run(Line, "^tracekit: ([0-9]+) events written to (?:.*), ([0-9]+) dropped; "
+               "stopped at the limit of 7 events$", [{capture, all_but_first, list}]),
+    ?assertEqual("7", Written),
+    %% 20 events in all, 7 in the file: the others are counted.
+    ?assert(list_to_integer(Dropped) =< 13),
+    ?assert(contains(Line, " written to " ++ File ++ ",")),
+    assert_clean(Config, {?MODULE, double, 1}).
+
+untimed(E) -> erlang:delete_element(tuple_size(E), E).
+
+%% The rate and time limits end a file as they end a printed trace: the
+%% file holds the events before the limit, and no more.
+file_limits(Config) ->
+    File = ?config(file, Config),
+    {ok, T} = tracekit:calls("tracekit_SUITE:tick/1",
+                             opts(Config, #{rate => {10, 1000}, print => false,
+                                            file => File})),
+    ticks(50),
+    {ok, #{reason := {rate, {10, 1000}}, shown := 10, dropped := D}} = tracekit:wait(T, 5000),
+    ?assert(D >= 1 andalso D =< 40),
+    {ok, Ten} = tracekit_file:read(File),
+    Self = self(),
+    ?assertEqual([{trace_ts, Self, call, {?MODULE, tick, [I]}} || I <- lists:seq(1, 10)],
+                 [untimed(E) || E <- Ten]),
+    T0 = erlang:monotonic_time(millisecond),
+    {ok, T2} = tracekit:calls("tracekit_SUITE:tick/1",
+                              opts(Config, #{max_time => 300, print => false, file => File})),
+    ticks(3),
+    {ok, #{reason := {max_time, 300}, shown := 3, dropped := 0}} = tracekit:wait(T2, 5000),
+    ?assert(erlang:monotonic_time(millisecond) - T0 >= 300),
+    {ok, Three} = tracekit_file:read(File),
+    ?assertEqual(3, length(Three)),
+    assert_clean(Config, {?MODULE, tick, 1}).
+
+%% Written and dropped add up to every call, with a buffer too small for
+%% a burst of four processes; the file holds exactly what it says.
+file_drop_accounting(Config) ->
+    File = ?config(file, Config),
+    N = 200000,
+    {ok, T} = tracekit:calls("tracekit_SUITE:tick/1",
+                             opts(Config, #{max_events => infinity, max_time => infinity,
+                                            ring_size => 4096, file => File})),
+    Self = self(),
+    Burst = [spawn_link(fun() -> ticks(N div 4), Self ! {done, self()} end)
+             || _ <- lists:seq(1, 4)],
+    [receive {done, P} -> ok end || P <- Burst],
+    {ok, #{reason := stopped, shown := Written, dropped := Dropped}} = tracekit:stop(T),
+    ct:log("written ~w, dropped ~w", [Written, Dropped]),
+    ?assertEqual(N, Written + Dropped),
+    {ok, Count} = tracekit_file:fold(fun(_, C) -> C + 1 end, 0, File),
+    ?assertEqual(Written, Count).
+
+file_bad_paths(Config) ->
+    Missing = filename:join([?config(priv_dir, Config), "no_such_dir", "x.tkt"]),
+    ?assertMatch({error, {bad_option, {file, Missing}, "file: cannot create " ++ _}},
+                 tracekit:calls("tracekit_SUITE:tick/1", #{file => Missing})),
+    {error, {bad_option, _, Why}} = tracekit:calls("tracekit_SUITE:tick/1", #{file => Missing}),
+    ?assert(contains(Why, "enoent")),
+    [?assertMatch({error, {bad_option, {file, Bad}, "file is the path" ++ _}},
+                  tracekit:calls("tracekit_SUITE:tick/1", #{file => Bad}))
+     || Bad <- [42, <<>>, "", [$a, {x}], {x}, [16#110000]]],
+    ?assertMatch({error, {bad_option, {rate, {2000000, 10}}, _}},
+                 tracekit:calls("tracekit_SUITE:tick/1",
+                                #{file => ?config(file, Config), rate => {2000000, 10}})),
+    ?assertEqual([], tracekit_sessions()),
+    ?assertEqual({error, enoent}, file:read_file_info(Missing)).

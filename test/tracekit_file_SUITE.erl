@@ -9,12 +9,12 @@
 -export([all/0, init_per_testcase/2, end_per_testcase/2]).
 -export([wrap_set/1, killed_node/1, damaged_files/1, disk_fills/1,
          bad_paths_and_options/1, accounting_under_load/1, flush_and_stats/1,
-         several_files_merge/1]).
+         several_files_merge/1, limits/1]).
 -export([write_until_killed/2, fill_disk/1]).
 
 all() ->
     [flush_and_stats, wrap_set, several_files_merge, accounting_under_load,
-     killed_node, damaged_files, disk_fills, bad_paths_and_options].
+     killed_node, damaged_files, disk_fills, bad_paths_and_options, limits].
 
 init_per_testcase(_, Config) ->
     Config.
@@ -328,7 +328,9 @@ bad_paths_and_options(Config) ->
     P = path(Config, "opts.tkt"),
     Bad = [{wrap, {100, 3}}, {wrap, {16384, 0}}, {wrap, x}, {max_bytes, 0},
            {max_bytes, -1}, {buffer, 1000}, {buffer, 1 bsl 40}, {payload, huge},
-           {tags, [nope]}, {tags, [send | x]}, {nonsense, 1}],
+           {tags, [nope]}, {tags, [send | x]}, {nonsense, 1},
+           {max_events, 0}, {max_events, x}, {rate, {0, 10}}, {rate, {10, 0}},
+           {rate, {1000001, 10}}, {rate, {10, 86400001}}, {rate, 10}],
     [?assertEqual({error, {badopt, O}}, tracekit_file:new(maps:from_list([{path, P}, O])))
      || O <- Bad],
     ?assertEqual({error, {badopt, {path, missing}}}, tracekit_file:new(#{})),
@@ -344,3 +346,38 @@ bad_paths_and_options(Config) ->
     ?assertError(badarg, tracekit_file:stats(make_ref())),
     ?assertError(badarg, tracekit_file:close(self())),
     ?assertError(badarg, tracekit_file:flush(<<>>)).
+
+%% max_events and rate: the writer keeps the first events in time order up
+%% to the limit and counts the rest as over (not dropped); stats say which
+%% limit was reached, and every event is accounted for.
+limits(Config) ->
+    Path = path(Config, "limits.tkt"),
+    {ok, F} = tracekit_file:new(#{path => Path, max_events => 100}),
+    #{limit := none, over := 0} = tracekit_file:stats(F),
+    S = traced_sends({tracekit_file, F}, 1000),
+    ok = tracekit_file:flush(F),
+    #{written := 100, dropped := 0, over := 901, buffered := 0,
+      limit := {max_events, 100}} = tracekit_file:stats(F),
+    trace:session_destroy(S),
+    ok = tracekit_file:close(F),
+    {ok, Evs} = tracekit_file:read(Path),
+    ?assertEqual(lists:seq(1, 100), numbers(Evs)),
+    %% 50 events within any 10 s: the 51st ends the file.
+    {ok, R} = tracekit_file:new(#{path => Path, rate => {50, 10000}}),
+    S2 = traced_sends({tracekit_file, R}, 1000),
+    ok = tracekit_file:flush(R),
+    #{written := 50, over := 951, limit := {rate, {50, 10000}}} = tracekit_file:stats(R),
+    trace:session_destroy(S2),
+    ok = tracekit_file:close(R),
+    {ok, Evs2} = tracekit_file:read(Path),
+    ?assertEqual(lists:seq(1, 50), numbers(Evs2)),
+    %% Spaced out, a rate does not end the file.
+    {ok, R3} = tracekit_file:new(#{path => Path, rate => {2, 20}}),
+    S3 = trace:session_create(file_suite, {tracekit_file, R3}, []),
+    1 = trace:process(S3, self(), true, [send]),
+    [begin self() ! {n, I, <<>>}, timer:sleep(25) end || I <- lists:seq(1, 6)],
+    trace:session_destroy(S3),
+    ok = tracekit_file:close(R3),
+    #{written := 6, over := 0, limit := none} = tracekit_file:stats(R3),
+    {ok, Evs3} = tracekit_file:read(Path),
+    ?assertEqual([1, 2, 3, 4, 5, 6], numbers(Evs3)).

@@ -57,3 +57,51 @@ bad_limits_test_() ->
      ?_assertError(badarg, tracekit_limits:event(1, x)),
      ?_assertError(badarg, tracekit_limits:shown(x)),
      ?_assertMatch({show, _}, tracekit_limits:event(1, tracekit_limits:new(infinity, {1, 1})))].
+
+%% tk_limit, the C limits a trace file's writer applies to the records it
+%% takes, decides as tracekit_limits does: the same answers for 2,000
+%% random limits and event times (bursts, ties, gaps of exactly the span,
+%% times out of order by a little, as records of several threads can be), `over' for every event
+%% after a limit.
+c_limits_agree_test() ->
+    rand:seed(exsss, {7, 11, 13}),
+    lists:foreach(fun(_) -> c_limits_agree(rand:uniform(1000)) end, lists:seq(1, 2000)).
+
+c_limits_agree(Len) ->
+    Max = case rand:uniform(3) of 1 -> infinity; _ -> rand:uniform(Len + 5) end,
+    Rate = case rand:uniform(3) of
+               1 -> none;
+               _ -> {rand:uniform(20), rand:uniform(50)}
+           end,
+    Times = times(Len, 1000000, []),
+    Erlang = erlang_decisions(tracekit_limits:new(Max, Rate), Times),
+    {CMax, CN, CSpan} = {case Max of infinity -> 0; _ -> Max end,
+                         case Rate of none -> 0; {N, _} -> N end,
+                         case Rate of none -> 0; {_, Ms} -> Ms * 1000 end},
+    ?assertEqual({Max, Rate, Times, Erlang},
+                 {Max, Rate, Times, tracekit_model:limit_run(CMax, CN, CSpan, Times)}).
+
+times(0, _, Acc) ->
+    lists:reverse(Acc);
+times(N, T, Acc) ->
+    Step = case rand:uniform(10) of
+               1 -> 0;
+               2 -> -rand:uniform(50);   % a little back
+               3 -> rand:uniform(100000);
+               4 -> 1000 * rand:uniform(5);  % on the grid of whole ms: ties
+               5 -> 1000 * rand:uniform(5);  % with the span are frequent
+               _ -> rand:uniform(3000)
+           end,
+    T1 = max(0, T + Step),
+    times(N - 1, T1, [T1 | Acc]).
+
+erlang_decisions(L, Times) ->
+    {Ds, _} = lists:mapfoldl(fun(_, closed) -> {over, closed};
+                                (T, L0) ->
+                                     case tracekit_limits:event(T, L0) of
+                                         {show, L1} -> {show, L1};
+                                         {last, _, _} -> {last, closed};
+                                         {stop, _, _} -> {stop, closed}
+                                     end
+                             end, L, Times),
+    Ds.

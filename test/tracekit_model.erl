@@ -31,6 +31,10 @@
 -export_type([bp_model/0, bp_session/0]).
 -nifs([bp_new/1, bp_function/5, bp_info/4, bp_flags/3, bp_call_chunk/3]).
 
+%% The event limits of the trace file's writer (tk_limit).
+-export([limit_run/4]).
+-nifs([limit_run/4]).
+
 %% Trace session model (its functions are in their section below).
 -export([session_new/1, session_add_function/3, session_create/4,
          session_destroy/3, session_spawn/3, session_open_port/1,
@@ -403,4 +407,16 @@ bp_call(Model, MFA, N) ->
 
 %% At most ?BP_CHUNK calls (badarg beyond).
 bp_call_chunk(_Model, _MFA, _N) ->
+    erlang:nif_error(not_loaded).
+
+%%% Event limits -------------------------------------------------------------
+
+%% @doc The decisions of tk_limit (the limits the trace file's writer
+%% applies) about events at `Times': at most `Max' events (0: no maximum)
+%% and at most `RateN' within any `Span' time units (`RateN' 0: no rate).
+%% One of `show', `last', `stop' or `over' per time, as
+%% tracekit_limits:event/2 decides (`over': after a limit was reached).
+-spec limit_run(non_neg_integer(), non_neg_integer(), non_neg_integer(),
+                [non_neg_integer()]) -> [show | last | stop | over].
+limit_run(_Max, _RateN, _Span, _Times) ->
     erlang:nif_error(not_loaded).

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tk_limit.h"
 #include "tk_merge.h"
 #include "tk_recorder.h"
 #include "tk_tfile.h"
@@ -30,7 +31,11 @@
     X(write_errors) X(buffered) X(filtered) X(truncated) X(producers)      \
     X(size) X(closed) X(paused) X(sample) X(tags) X(all) X(path) X(file)   \
     X(last_error) X(none) X(format) X(node) X(otp_release) X(tracekit)     \
-    X(stamp) X(tsc) X(monotonic) X(anchor) X(sequence) X(wrap) X(on_disk)
+    X(stamp) X(tsc) X(monotonic) X(anchor) X(sequence) X(wrap) X(on_disk)  \
+    X(over) X(limit) X(max_events) X(rate)
+
+/* The longest span of a rate limit: a day. */
+#define TK_FILE_RATE_MS_MAX 86400000u
 
 typedef struct {
     tk_recorder_lib rec;
@@ -53,6 +58,7 @@ typedef struct {
     uint64_t lost_noted;    /* refusals already written in lost chunks */
     uint64_t last_write_ns; /* when the last events chunk was written */
     size_t chunk_target;    /* bytes of a full events chunk */
+    tk_limit limit;         /* max_events and rate, on record stamps */
     ErlNifEnv *env;         /* the header's kept terms below */
     ErlNifEnv *tmp;         /* terms made for one chunk, then cleared */
     ERL_NIF_TERM node, otp_release, version, wrap, tags; /* in env */
@@ -73,6 +79,10 @@ typedef struct {
     /* Counters of the writer, read by stats/1. */
     _Atomic uint64_t on_disk;   /* events written to the files */
     _Atomic uint64_t refused;   /* events the writer could not write */
+    _Atomic uint64_t over;      /* events after a limit was reached */
+    _Atomic int limit_reached;  /* TK_LIMIT_NONE, _MAX or _RATE */
+    uint64_t max_events;        /* the limits asked for (0: none) */
+    uint32_t rate_n, rate_ms;
     _Atomic uint64_t bytes, files, write_errors;
     _Atomic int last_errno;
 

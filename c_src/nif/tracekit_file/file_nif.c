@@ -72,7 +72,8 @@ static file_res *get_file(const file_lib *lib, ErlNifEnv *env, ERL_NIF_TERM t)
 }
 
 /* ---- new(Path, {WrapBytes, WrapCount}, MaxTotal, Size, Payload, MaxBytes,
- *          Tags, {Node, OtpRelease, Version}) -------------------------------------
+ *          Tags, {Node, OtpRelease, Version}, {MaxEvents, RateN, RateMs}) ------
+ * (MaxEvents 0: no maximum; RateN 0: no rate.)
  * tracekit_file:new/1 checks the options; here they are checked again
  * (badarg). A path that cannot be created gives {error, Posix} before
  * anything is traced. */
@@ -82,9 +83,10 @@ static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     (void)argc;
     file_lib *lib = enif_priv_data(env);
     ErlNifBinary path;
-    const ERL_NIF_TERM *wrap, *meta;
-    int nw, nm;
-    ErlNifUInt64 wbytes, wcount, max_total;
+    const ERL_NIF_TERM *wrap, *meta, *lim;
+    int nw, nm, nl;
+    ErlNifUInt64 wbytes, wcount, max_total, max_events;
+    unsigned rate_n, rate_ms;
     ERL_NIF_TERM rargv[5] = {argv[3], lib->rec.am_drop, argv[4], argv[5], argv[6]};
     tk_recorder_args a;
     if (!enif_inspect_binary(env, argv[0], &path) || path.size == 0 ||
@@ -95,7 +97,12 @@ static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         !enif_get_uint64(env, argv[2], &max_total) ||
         tk_recorder_args_get(&lib->rec, env, rargv, &a) != 0 ||
         !enif_get_tuple(env, argv[7], &nm, &meta) || nm != 3 ||
-        !enif_is_atom(env, meta[0]))
+        !enif_is_atom(env, meta[0]) ||
+        !enif_get_tuple(env, argv[8], &nl, &lim) || nl != 3 ||
+        !enif_get_uint64(env, lim[0], &max_events) ||
+        !enif_get_uint(env, lim[1], &rate_n) || rate_n > TK_LIMIT_RATE_MAX ||
+        !enif_get_uint(env, lim[2], &rate_ms) || rate_ms > TK_FILE_RATE_MS_MAX ||
+        (rate_n > 0 && rate_ms == 0))
         return enif_make_badarg(env);
 
     file_res *f = enif_alloc_resource(lib->file_type, sizeof *f);
@@ -116,6 +123,9 @@ static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         ret = enif_raise_exception(env, lib->am_enomem);
         goto out;
     }
+    f->max_events = max_events;
+    f->rate_n = rate_n;
+    f->rate_ms = rate_ms;
     memcpy(f->path, path.data, path.size);
     f->path[path.size] = 0;
     file_writer *w = &f->w;
@@ -171,6 +181,22 @@ static ERL_NIF_TERM close_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     return lib->rec.am_ok;
 }
 
+/* none, or the limit the writer reached: {max_events, N} | {rate, {N, Ms}} */
+static ERL_NIF_TERM limit_term(file_lib *lib, ErlNifEnv *env, file_res *f)
+{
+    switch (atomic_load(&f->limit_reached)) {
+    case TK_LIMIT_MAX:
+        return enif_make_tuple2(env, lib->am_max_events,
+                                enif_make_uint64(env, f->max_events));
+    case TK_LIMIT_RATE:
+        return enif_make_tuple2(env, lib->am_rate,
+                                enif_make_tuple2(env, enif_make_uint(env, f->rate_n),
+                                                 enif_make_uint(env, f->rate_ms)));
+    default:
+        return lib->am_none;
+    }
+}
+
 static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
@@ -183,8 +209,9 @@ static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     tk_recorder_cfg cfg;
     tk_recorder_cfg_get(f->rec, &cfg);
     uint64_t on_disk = atomic_load(&f->on_disk), refused = atomic_load(&f->refused);
-    /* Recorded and not yet written or refused: in the rings, in hand. */
-    uint64_t gone = on_disk + refused;
+    uint64_t over = atomic_load(&f->over);
+    /* Recorded and not yet written, refused or over: in the rings, in hand. */
+    uint64_t gone = on_disk + refused + over;
     uint64_t buffered = s.written > gone ? s.written - gone : 0;
     int e = atomic_load(&f->last_errno);
     char name[32];
@@ -198,7 +225,7 @@ static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
                            lib->am_buffered, lib->am_filtered, lib->am_truncated,
                            lib->am_producers, lib->am_size, lib->am_closed,
                            lib->am_paused, lib->am_sample, lib->am_tags,
-                           lib->am_path};
+                           lib->am_path, lib->am_over, lib->am_limit};
     ERL_NIF_TERM vals[] = {
         enif_make_uint64(env, on_disk), enif_make_uint64(env, s.dropped + refused),
         enif_make_uint64(env, atomic_load(&f->bytes)),
@@ -210,7 +237,8 @@ static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
         enif_make_uint64(env, f->rec->size),
         atomic_load(&f->rec->closed) ? lib->rec.am_true : lib->rec.am_false,
         cfg.paused ? lib->rec.am_true : lib->rec.am_false,
-        enif_make_uint(env, cfg.sample), tags, path};
+        enif_make_uint(env, cfg.sample), tags, path, enif_make_uint64(env, over),
+        limit_term(lib, env, f)};
     ERL_NIF_TERM map;
     enif_make_map_from_arrays(env, keys, vals, sizeof keys / sizeof keys[0], &map);
     return map;
@@ -256,7 +284,7 @@ static ERL_NIF_TERM trace_any(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 static ErlNifFunc funcs[] = {
     /* Dirty: touching the memory of big rings, opening files, waiting for
      * the writer. */
-    {"new_nif", 8, new_nif, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"new_nif", 9, new_nif, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"flush", 1, flush_nif, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"close", 1, close_nif, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"stats", 1, stats_nif, 0},

@@ -232,8 +232,23 @@ static size_t take_records(file_res *f)
     uint64_t stamp;
     (void)tk_merge_collect(&w->merge, f->rec->producers, 0);
     while (tk_merge_next(&w->merge, &p, &len, &stamp)) {
-        add_record(f, stamp, p, len);
         n++;
+        /* The limits, on the records in time order: the file stops at
+         * the event a printed trace would stop at. */
+        switch (tk_limit_event(&w->limit, stamp)) {
+        case TK_LIMIT_SHOW:
+            add_record(f, stamp, p, len);
+            break;
+        case TK_LIMIT_LAST:
+            add_record(f, stamp, p, len);
+            atomic_store(&f->limit_reached, w->limit.reached);
+            break;
+        case TK_LIMIT_STOP:
+            atomic_store(&f->limit_reached, w->limit.reached);
+            /* fall through */
+        default:
+            atomic_fetch_add(&f->over, 1);
+        }
     }
     return n;
 }
@@ -246,14 +261,16 @@ static void write_end(file_res *f)
     tk_recorder_stats_get(f->rec, &s);
     ERL_NIF_TERM keys[] = {enif_make_atom(env, "written"),
                            enif_make_atom(env, "dropped"),
-                           enif_make_atom(env, "bytes")};
+                           enif_make_atom(env, "bytes"),
+                           enif_make_atom(env, "over")};
     ERL_NIF_TERM vals[] = {
         enif_make_uint64(env, atomic_load(&f->on_disk)),
         enif_make_uint64(env, s.dropped + atomic_load(&f->refused)),
-        enif_make_uint64(env, f->w.tf.total)};
+        enif_make_uint64(env, f->w.tf.total),
+        enif_make_uint64(env, atomic_load(&f->over))};
     ERL_NIF_TERM map;
     ErlNifBinary bin;
-    if (enif_make_map_from_arrays(env, keys, vals, 3, &map) &&
+    if (enif_make_map_from_arrays(env, keys, vals, 4, &map) &&
         enif_term_to_binary(env, map, &bin)) {
         (void)chunk(f, TK_CHUNK_END, bin.data, bin.size);
         enif_release_binary(&bin);
@@ -316,7 +333,9 @@ int file_writer_start(file_lib *lib, file_res *f)
     w->chunk_target = CHUNK_MAX;
     if (w->tf.file_bytes > 0 && w->tf.file_bytes / 8 < w->chunk_target)
         w->chunk_target = w->tf.file_bytes / 8 > CHUNK_MIN ? w->tf.file_bytes / 8 : CHUNK_MIN;
-    if (tk_merge_init(&w->merge, TK_THREAD_SLOTS) != 0)
+    if (tk_merge_init(&w->merge, TK_THREAD_SLOTS) != 0 ||
+        tk_limit_init(&w->limit, f->max_events, f->rate_n,
+                      (uint64_t)f->rate_ms * (tk_clock_hz() / 1000)) != 0)
         return -1;
     new_dictionary(w);
     tk_events_start(&w->events);
@@ -357,6 +376,7 @@ void file_writer_free(file_res *f)
 {
     file_writer *w = &f->w;
     tk_merge_destroy(&w->merge);
+    tk_limit_free(&w->limit);
     tk_bytes_free(&w->events);
     tk_bytes_free(&w->dict);
     tk_u64map_free(&w->words);

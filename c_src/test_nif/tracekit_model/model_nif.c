@@ -1,5 +1,6 @@
 /* model_nif.c: the function table and load callback of tracekit_model.
- * The functions themselves live in seq_nif.c, session_nif.c and bp_nif.c. */
+ * The functions themselves live in seq_nif.c, session_nif.c, bp_nif.c and
+ * limit_nif.c. */
 #include "model_nif.h"
 
 /* Declarations of every NIF function, from the parts' lists. */
@@ -7,6 +8,7 @@
 #include "seq_funcs.inc"
 #include "session_funcs.inc"
 #include "bp_funcs.inc"
+#include "limit_funcs.inc"
 #undef TK_MODEL_FUNC
 
 #define TK_MODEL_FUNC(ename, arity, cname, flags) {ename, arity, cname, flags},
@@ -14,6 +16,7 @@ static ErlNifFunc funcs[] = {
 #include "seq_funcs.inc"
 #include "session_funcs.inc"
 #include "bp_funcs.inc"
+#include "limit_funcs.inc"
 };
 #undef TK_MODEL_FUNC
 
