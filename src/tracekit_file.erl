@@ -32,26 +32,10 @@
 
 -export([new/1, stats/1, flush/1, close/1, set/2]).
 -export([fold/3, fold/4, read/1, format/1, format/2]).
-%% erl_tracer callbacks, called by the VM.
--export([enabled/3, trace/5,
-         enabled_send/3, trace_send/5,
-         enabled_receive/3, trace_receive/5,
-         enabled_call/3, trace_call/5,
-         enabled_procs/3, trace_procs/5,
-         enabled_ports/3, trace_ports/5,
-         enabled_running_procs/3, trace_running_procs/5,
-         enabled_running_ports/3, trace_running_ports/5,
-         enabled_garbage_collection/3, trace_garbage_collection/5]).
 
 -on_load(init/0).
 
--nifs([new_nif/9, stats/1, flush/1, close/1, set_nif/4,
-       enabled/3, trace/5, enabled_send/3, trace_send/5,
-       enabled_receive/3, trace_receive/5, enabled_call/3, trace_call/5,
-       enabled_procs/3, trace_procs/5, enabled_ports/3, trace_ports/5,
-       enabled_running_procs/3, trace_running_procs/5,
-       enabled_running_ports/3, trace_running_ports/5,
-       enabled_garbage_collection/3, trace_garbage_collection/5]).
+-nifs([new_nif/9, stats/1, flush/1, close/1, set_nif/4]).
 
 -define(DEFAULT_BUFFER, 1 bsl 20).
 %% The largest rate limit: its window keeps one stamp per event
@@ -100,6 +84,8 @@
                     | {file, path(), file:posix() | not_a_trace}
                     | {no_files, path()}.
 -export_type([file/0, options/0, stats/0, source/0, read_error/0]).
+
+-include("tracer_callbacks.hrl").
 
 init() ->
     erlang:load_nif(tracekit_nif:path(?MODULE), 0).
@@ -343,41 +329,3 @@ registered({_, P, register, Name}, Names) -> Names#{P => Name};
 registered({_, P, register, Name, _}, Names) -> Names#{P => Name};
 registered(_, Names) -> Names.
 
-%%% ---- erl_tracer callbacks ----------------------------------------------------
-
-%% @private
-enabled(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_send(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_send(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_receive(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_receive(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_call(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_call(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_procs(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_procs(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_ports(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_ports(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_running_procs(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_running_procs(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_running_ports(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_running_ports(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_garbage_collection(_Tag, _File, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_garbage_collection(_Tag, _File, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).

@@ -29,27 +29,11 @@
 
 -export([new/0, new/1, set/2, drain/1, drain/2, stats/1, close/1, alive/0,
          limits/0, tags/0, check_option/2, check_config/1]).
-%% erl_tracer callbacks, called by the VM.
--export([enabled/3, trace/5,
-         enabled_send/3, trace_send/5,
-         enabled_receive/3, trace_receive/5,
-         enabled_call/3, trace_call/5,
-         enabled_procs/3, trace_procs/5,
-         enabled_ports/3, trace_ports/5,
-         enabled_running_procs/3, trace_running_procs/5,
-         enabled_running_ports/3, trace_running_ports/5,
-         enabled_garbage_collection/3, trace_garbage_collection/5]).
 
 -on_load(init/0).
 
 -nifs([new_nif/5, set_nif/4, close/1, stats/1, drain_chunk/2, drain_all/1, alive/0,
-       limits/0, tags/0,
-       enabled/3, trace/5, enabled_send/3, trace_send/5,
-       enabled_receive/3, trace_receive/5, enabled_call/3, trace_call/5,
-       enabled_procs/3, trace_procs/5, enabled_ports/3, trace_ports/5,
-       enabled_running_procs/3, trace_running_procs/5,
-       enabled_running_ports/3, trace_running_ports/5,
-       enabled_garbage_collection/3, trace_garbage_collection/5]).
+       limits/0, tags/0]).
 
 -define(DEFAULT_SIZE, 1 bsl 20).
 
@@ -91,6 +75,8 @@
                     max_bytes := pos_integer(),
                     drain_chunk := pos_integer()}.
 -export_type([ring/0, options/0, config/0, event/0, stats/0, limits/0]).
+
+-include("tracer_callbacks.hrl").
 
 init() ->
     erlang:load_nif(tracekit_nif:path(?MODULE), 0).
@@ -349,41 +335,3 @@ tags() ->
 alive() ->
     erlang:nif_error(not_loaded).
 
-%%% erl_tracer callbacks ------------------------------------------------------
-
-%% @private
-enabled(_Tag, _Ring, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace(_Tag, _Ring, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_send(_Tag, _Ring, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_send(_Tag, _Ring, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_receive(_Tag, _Ring, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_receive(_Tag, _Ring, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_call(_Tag, _Ring, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_call(_Tag, _Ring, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_procs(_Tag, _Ring, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_procs(_Tag, _Ring, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_ports(_Tag, _Ring, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_ports(_Tag, _Ring, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_running_procs(_Tag, _Ring, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_running_procs(_Tag, _Ring, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_running_ports(_Tag, _Ring, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_running_ports(_Tag, _Ring, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).
-%% @private
-enabled_garbage_collection(_Tag, _Ring, _Tracee) -> erlang:nif_error(not_loaded).
-%% @private
-trace_garbage_collection(_Tag, _Ring, _Tracee, _Term, _Opts) -> erlang:nif_error(not_loaded).

@@ -11,9 +11,11 @@
 #error "settings readers use the thread registry's slots"
 #endif
 
-int tk_recorder_lib_init(tk_recorder_lib *lib, ErlNifEnv *env)
+int tk_recorder_lib_init(tk_recorder_lib *lib, ErlNifEnv *env,
+                         ErlNifResourceType *holder_type)
 {
     memset(lib, 0, sizeof *lib);
+    lib->holder_type = holder_type;
 #define TK_RECORDER_ATOM_INIT(a) lib->am_##a = enif_make_atom(env, #a);
     TK_RECORDER_ATOMS(TK_RECORDER_ATOM_INIT)
 #undef TK_RECORDER_ATOM_INIT
@@ -204,11 +206,20 @@ static tk_ring *own_ring(tk_recorder *r, unsigned slot)
     return ring;
 }
 
-ERL_NIF_TERM tk_recorder_enabled(tk_recorder_lib *lib, ErlNifEnv *env,
-                                 tk_recorder *r, const ERL_NIF_TERM argv[])
+/* The recorder a tracer state holds; NULL when the state is not a holder
+ * of this library. */
+static inline tk_recorder *holder_of(const tk_recorder_lib *lib, ErlNifEnv *env,
+                                     ERL_NIF_TERM state)
 {
-    (void)env;
-    r = usable(r);
+    void *h;
+    return enif_get_resource(env, state, lib->holder_type, &h) ? *(tk_recorder **)h : NULL;
+}
+
+ERL_NIF_TERM tk_recorder_enabled_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    tk_recorder_lib *lib = enif_priv_data(env);
+    tk_recorder *r = usable(holder_of(lib, env, argv[1]));
     /* A closed recorder, or a state that is not one: the tracer removes
      * itself (trace_status) and drops everything else. */
     if (r == NULL || atomic_load_explicit(&r->closed, memory_order_acquire))
@@ -342,11 +353,12 @@ static void record(tk_recorder_lib *lib, ErlNifEnv *env, tk_recorder *r,
     }
 }
 
-ERL_NIF_TERM tk_recorder_trace(tk_recorder_lib *lib, ErlNifEnv *env,
-                               tk_recorder *r, const ERL_NIF_TERM argv[])
+ERL_NIF_TERM tk_recorder_trace_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
+    (void)argc;
     uint64_t stamp = tk_clock_stamp();
-    r = usable(r);
+    tk_recorder_lib *lib = enif_priv_data(env);
+    tk_recorder *r = usable(holder_of(lib, env, argv[1]));
     if (r == NULL || atomic_load_explicit(&r->closed, memory_order_relaxed))
         return lib->am_ok;
     int tag = tk_codec_tag(&lib->codec, argv[0]);

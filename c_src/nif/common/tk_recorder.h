@@ -40,7 +40,9 @@
 #include "tk_thread.h"
 
 /* What a library that records keeps in its private data for the
- * callbacks. */
+ * callbacks: a tk_recorder_lib at the start of its private data. The
+ * tracer states are resources of `holder_type` that start with a
+ * `tk_recorder *`. */
 #define TK_RECORDER_ATOMS(X)                                                \
     X(ok) X(trace) X(discard) X(remove) X(trace_status) X(extra)            \
     X(match_spec_result) X(scheduler_id) X(timestamp) X(drop) X(overwrite)  \
@@ -49,13 +51,15 @@
 typedef struct {
     tk_codec codec;
     tk_scratch scratch;
+    ErlNifResourceType *holder_type; /* the tracer states' resource type */
 #define TK_RECORDER_ATOM_FIELD(a) ERL_NIF_TERM am_##a;
     TK_RECORDER_ATOMS(TK_RECORDER_ATOM_FIELD)
 #undef TK_RECORDER_ATOM_FIELD
 } tk_recorder_lib;
 
 /* 0, or -1 when out of memory. */
-int tk_recorder_lib_init(tk_recorder_lib *lib, ErlNifEnv *env);
+int tk_recorder_lib_init(tk_recorder_lib *lib, ErlNifEnv *env,
+                         ErlNifResourceType *holder_type);
 void tk_recorder_lib_free(tk_recorder_lib *lib);
 
 /* What set/2 changes while tracing runs: published through tk_pub, read
@@ -128,12 +132,12 @@ typedef struct {
 int tk_recorder_args_get(const tk_recorder_lib *lib, ErlNifEnv *env,
                          const ERL_NIF_TERM argv[5], tk_recorder_args *a);
 
-/* The callbacks, for a state that is the recorder r (NULL: not one of
- * this tracer's states). */
-ERL_NIF_TERM tk_recorder_enabled(tk_recorder_lib *lib, ErlNifEnv *env,
-                                 tk_recorder *r, const ERL_NIF_TERM argv[]);
-ERL_NIF_TERM tk_recorder_trace(tk_recorder_lib *lib, ErlNifEnv *env,
-                               tk_recorder *r, const ERL_NIF_TERM argv[]);
+/* The callbacks enabled*(Tag, State, Tracee) and trace*(Tag, State,
+ * Tracee, Term, Opts), as NIF functions of a library whose private data
+ * starts with a tk_recorder_lib. A State that is not a holder of this
+ * library's type is a tracer that removes itself. */
+ERL_NIF_TERM tk_recorder_enabled_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM tk_recorder_trace_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 
 /* Stops recording: the callbacks remove the tracer from each tracee. */
 void tk_recorder_close(tk_recorder *r);
@@ -153,5 +157,22 @@ void tk_recorder_stats_get(tk_recorder *r, tk_recorder_stats *s);
 
 /* The settings as stats/1 shows them: paused, sample, tags. */
 void tk_recorder_cfg_get(tk_recorder *r, tk_recorder_cfg *c);
+
+/* The function table entries of the erl_tracer callbacks, for a tracer
+ * module whose NIF library records with a recorder. Every event class has
+ * its own pair of names, as the VM looks them up (and then never falls
+ * back to the generic pair), all served by one implementation of each. */
+#define TK_RECORDER_CB_(e, t)                                               \
+    {e, 3, tk_recorder_enabled_nif, 0}, {t, 5, tk_recorder_trace_nif, 0}
+#define TK_RECORDER_CALLBACKS                                               \
+    TK_RECORDER_CB_("enabled", "trace"),                                    \
+    TK_RECORDER_CB_("enabled_send", "trace_send"),                          \
+    TK_RECORDER_CB_("enabled_receive", "trace_receive"),                    \
+    TK_RECORDER_CB_("enabled_call", "trace_call"),                          \
+    TK_RECORDER_CB_("enabled_procs", "trace_procs"),                        \
+    TK_RECORDER_CB_("enabled_ports", "trace_ports"),                        \
+    TK_RECORDER_CB_("enabled_running_procs", "trace_running_procs"),        \
+    TK_RECORDER_CB_("enabled_running_ports", "trace_running_ports"),        \
+    TK_RECORDER_CB_("enabled_garbage_collection", "trace_garbage_collection")
 
 #endif

@@ -3,6 +3,7 @@
  * VM's callbacks (the recorders' hot path). The writer thread is in
  * writer.c. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,7 +48,7 @@ static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
 #undef FILE_ATOM_INIT
     lib->file_type = enif_open_resource_type(env, NULL, "tracekit_file",
                                              file_dtor, flags, NULL);
-    if (lib->file_type == NULL || tk_recorder_lib_init(&lib->rec, env) != 0) {
+    if (lib->file_type == NULL || tk_recorder_lib_init(&lib->rec, env, lib->file_type) != 0) {
         enif_free(lib);
         return -1;
     }
@@ -255,31 +256,10 @@ static ERL_NIF_TERM set_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return lib->rec.am_ok;
 }
 
-/* ---- the callbacks -------------------------------------------------------------- */
+/* ---- the functions -------------------------------------------------------------- */
 
-static inline tk_recorder *recorder_of(file_lib *lib, ErlNifEnv *env,
-                                       ERL_NIF_TERM state)
-{
-    file_res *f = get_file(lib, env, state);
-    return f != NULL ? f->rec : NULL;
-}
-
-static ERL_NIF_TERM enabled_any(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
-{
-    (void)argc;
-    file_lib *lib = enif_priv_data(env);
-    return tk_recorder_enabled(&lib->rec, env, recorder_of(lib, env, argv[1]), argv);
-}
-
-static ERL_NIF_TERM trace_any(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
-{
-    (void)argc;
-    file_lib *lib = enif_priv_data(env);
-    return tk_recorder_trace(&lib->rec, env, recorder_of(lib, env, argv[1]), argv);
-}
-
-#define CB(name_e, name_t)                                                  \
-    {name_e, 3, enabled_any, 0}, {name_t, 5, trace_any, 0},
+/* The callbacks are the recorder's (a holder starts with its recorder). */
+_Static_assert(offsetof(file_res, rec) == 0, "a holder starts with its recorder");
 
 static ErlNifFunc funcs[] = {
     /* Dirty: touching the memory of big rings, opening files, waiting for
@@ -289,15 +269,7 @@ static ErlNifFunc funcs[] = {
     {"close", 1, close_nif, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"stats", 1, stats_nif, 0},
     {"set_nif", 4, set_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
-    CB("enabled", "trace")
-    CB("enabled_send", "trace_send")
-    CB("enabled_receive", "trace_receive")
-    CB("enabled_call", "trace_call")
-    CB("enabled_procs", "trace_procs")
-    CB("enabled_ports", "trace_ports")
-    CB("enabled_running_procs", "trace_running_procs")
-    CB("enabled_running_ports", "trace_running_ports")
-    CB("enabled_garbage_collection", "trace_garbage_collection")
+    TK_RECORDER_CALLBACKS
 };
 
 ERL_NIF_INIT(tracekit_file, funcs, load, NULL, upgrade, unload)

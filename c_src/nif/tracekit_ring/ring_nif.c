@@ -1,6 +1,7 @@
 /* ring_nif.c: the tracekit_ring NIF library: load and upgrade, the ring
  * resource, the functions people call (new, close, stats, set, drain) and
  * the VM's callbacks (the recorders' hot path, tk_recorder.c). */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,7 +54,7 @@ static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
     atomic_init(&lib->alive, old_priv != NULL ? atomic_load(&((ring_lib *)old_priv)->alive) : 0);
     lib->ring_type = enif_open_resource_type(env, NULL, "tracekit_ring",
                                              ring_dtor, flags, NULL);
-    if (lib->ring_type == NULL || tk_recorder_lib_init(&lib->rec, env) != 0) {
+    if (lib->ring_type == NULL || tk_recorder_lib_init(&lib->rec, env, lib->ring_type) != 0) {
         enif_free(lib);
         return -1;
     }
@@ -304,33 +305,10 @@ static ERL_NIF_TERM drain_all_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     return list;
 }
 
-/* ---- the callbacks ------------------------------------------------------------------ */
+/* ---- the functions ------------------------------------------------------------------ */
 
-static inline tk_recorder *recorder_of(ring_lib *lib, ErlNifEnv *env,
-                                       ERL_NIF_TERM state)
-{
-    ring_res *r = get_ring(lib, env, state);
-    return r != NULL ? r->rec : NULL;
-}
-
-static ERL_NIF_TERM enabled_any(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
-{
-    (void)argc;
-    ring_lib *lib = enif_priv_data(env);
-    return tk_recorder_enabled(&lib->rec, env, recorder_of(lib, env, argv[1]), argv);
-}
-
-static ERL_NIF_TERM trace_any(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
-{
-    (void)argc;
-    ring_lib *lib = enif_priv_data(env);
-    return tk_recorder_trace(&lib->rec, env, recorder_of(lib, env, argv[1]), argv);
-}
-
-/* Every event class has its own pair of names, as the VM looks them up
- * (then it never falls back to the generic pair); one implementation. */
-#define CB(name_e, name_t)                                                  \
-    {name_e, 3, enabled_any, 0}, {name_t, 5, trace_any, 0},
+/* The callbacks are the recorder's (a holder starts with its recorder). */
+_Static_assert(offsetof(ring_res, rec) == 0, "a holder starts with its recorder");
 
 static ErlNifFunc funcs[] = {
     /* Dirty: touching the memory of big rings takes a while. */
@@ -343,15 +321,7 @@ static ErlNifFunc funcs[] = {
     {"limits", 0, limits_nif, 0},
     {"tags", 0, tags_nif, 0},
     {"set_nif", 4, set_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
-    CB("enabled", "trace")
-    CB("enabled_send", "trace_send")
-    CB("enabled_receive", "trace_receive")
-    CB("enabled_call", "trace_call")
-    CB("enabled_procs", "trace_procs")
-    CB("enabled_ports", "trace_ports")
-    CB("enabled_running_procs", "trace_running_procs")
-    CB("enabled_running_ports", "trace_running_ports")
-    CB("enabled_garbage_collection", "trace_garbage_collection")
+    TK_RECORDER_CALLBACKS
 };
 
 ERL_NIF_INIT(tracekit_ring, funcs, load, NULL, upgrade, unload)
