@@ -160,8 +160,8 @@ build/bench/bench_hot: c_src/bench/bench_hot.c $(LIB_SRC) $(LIB_HDR)
 
 # ---- targets ---------------------------------------------------------------
 .PHONY: all nif test-nifs bench-nifs beams test test-c test-c-asan test-c-tsan \
-        test-c-long eunit ct test-all check dialyzer xref bench demo clean \
-        distclean otp-info
+        test-c-long eunit ct test-nif-asan test-all check dialyzer xref bench \
+        demo clean distclean otp-info
 
 all: nif beams
 
@@ -184,7 +184,7 @@ test-c: build/ctest/plain/tk_tests
 	$<
 
 test-c-asan: build/ctest/asan/tk_tests
-	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $<
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 $<
 
 # Under TSan only the multi-threaded tests run (the others gain nothing).
 test-c-tsan: build/ctest/tsan/tk_tests
@@ -201,6 +201,50 @@ eunit: nif test-nifs
 
 ct: nif test-nifs
 	$(REBAR) ct $(CT_ARGS)
+
+# The NIFs built with AddressSanitizer and UBSan (NIF_VARIANT=asan), in real
+# VMs: the sanitizer runtime of $(CC) is preloaded into every VM the tests
+# start (the VM itself is not instrumented; +Mea min sends its allocations
+# through malloc, where ASan sees them), which runs EUnit and every Common
+# Test suite, the fuzzer (tracekit_fuzz_SUITE) with ASAN_FUZZ_ITERATIONS
+# calls per case. Each report goes to a file in $(ASAN_LOGS) and fails the
+# target; so does a VM killed by one. Leaks are not looked for: the VM does
+# not free everything when it halts.
+ASAN_FUZZ_ITERATIONS ?= 10000
+ASAN_RUNTIME = $(firstword $(filter /%,$(foreach f,libasan.so \
+    libclang_rt.asan-$(shell uname -m).so,$(shell $(CC) -print-file-name=$(f)))))
+ASAN_LOGS = $(CURDIR)/$(B)/sanitizer
+# ASan's dlopen interceptor hides the VM's own library path when the VM
+# opens libsctp by name (an OTP from scripts/otp has it in its tree): a
+# directory holding only that library goes on LD_LIBRARY_PATH.
+ASAN_SCTP = $(firstword $(wildcard $(ERTS_INCLUDE)/../../../*/libsctp.so.1))
+ASAN_ENV = LD_PRELOAD=$(ASAN_RUNTIME) \
+    LD_LIBRARY_PATH=$(ASAN_LOGS)/lib$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:handle_abort=1:log_path=$(ASAN_LOGS)/asan \
+    UBSAN_OPTIONS=print_stacktrace=1:abort_on_error=1:log_path=$(ASAN_LOGS)/ubsan \
+    ERL_FLAGS="+Mea min $$ERL_FLAGS" \
+    TRACEKIT_FUZZ_ITERATIONS=$(ASAN_FUZZ_ITERATIONS)
+ifeq ($(NIF_VARIANT),asan)
+test-nif-asan: nif test-nifs
+	@test -n "$(ASAN_RUNTIME)" || \
+	  { echo "test-nif-asan: $(CC) has no AddressSanitizer runtime" >&2; exit 1; }
+	$(REBAR) as test compile
+	rm -rf $(ASAN_LOGS) && mkdir -p $(ASAN_LOGS)/lib
+	$(if $(ASAN_SCTP),ln -s $(ASAN_SCTP) $(ASAN_LOGS)/lib/)
+	@rc=0; \
+	$(ASAN_ENV) $(REBAR) eunit $(EUNIT_ARGS) || rc=1; \
+	$(ASAN_ENV) $(REBAR) ct $(CT_ARGS) || rc=1; \
+	reports=`find $(ASAN_LOGS) -maxdepth 1 -type f`; \
+	if [ -n "$$reports" ]; then \
+	  cat $$reports; \
+	  echo "test-nif-asan: sanitizer reports, above and in $(ASAN_LOGS)" >&2; exit 1; \
+	fi; \
+	[ $$rc = 0 ] || { echo "test-nif-asan: tests failed" >&2; exit 1; }; \
+	echo "test-nif-asan: no sanitizer report"
+else
+test-nif-asan:
+	$(MAKE) test-nif-asan NIF_VARIANT=asan
+endif
 
 test-all:
 	OTP=27 $(MAKE) test

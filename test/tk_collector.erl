@@ -51,8 +51,9 @@ wait_dead(Pids) ->
      || M <- Ms],
     ok.
 
-%% Polls Pred every 10 ms until it holds, for up to 5 s; then asserts it.
-eventually(Pred) -> eventually(Pred, 500).
+%% Polls Pred every 10 ms until it holds, for up to 15 s (a VM under
+%% AddressSanitizer is slow to free); then asserts it.
+eventually(Pred) -> eventually(Pred, 1500).
 eventually(Pred, 0) -> ?assert(Pred());
 eventually(Pred, N) ->
     case Pred() of
