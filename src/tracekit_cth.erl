@@ -15,7 +15,9 @@
 %% events of the case body (from the call of the case function to its
 %% return, its exception, or the exit of the test case process when a
 %% timetrap kills it) next to the case's log: `<case log>.tracekit.txt' (one
-%% line per event) and, when messages or seq_trace were traced, Mermaid
+%% line per event), `<case log>.tracekit.html' (the {@link tracekit_report}
+%% of those events: summary, sequence diagram, timeline, event table)
+%% and, when messages or seq_trace were traced, Mermaid
 %% sequence diagrams `<case log>.tracekit.messages.mmd' and
 %% `<case log>.tracekit.seq.mmd', and links them from the case's log.
 %% Passing cases leave nothing behind. The hook never fails a test: its
@@ -369,7 +371,8 @@ write(#{logfile := Log, suite := Suite, tc := TC, events := All, lost := Lost,
                 || maps:get(messages, Opts)]
         ++ [diagram(Base ++ ".seq.mmd", "seq_trace", seq_arrows(Events), Names, FOpts)
             || maps:get(seq_trace, Opts)],
-    Links = [html_link(F, Text) || {F, Text} <- [{Base ++ ".txt", "events"} | Diagrams]],
+    Report = report(Base ++ ".html", Events, Suite, TC, Outcome, Lost, Names, FOpts),
+    Links = [html_link(F, Text) || {F, Text} <- [{Base ++ ".txt", "events"} | Report] ++ Diagrams],
     ct:log("tracekit: ~w events of ~tw recorded: ~ts",
            [length(Events), TC, lists:join(", ", Links)]).
 
@@ -409,6 +412,23 @@ is_proc_event(E, Pid) ->
     element(1, E) =:= trace_ts andalso element(2, E) =:= Pid andalso
         lists:member(element(3, E), [spawn, spawned, exit, link, unlink, getting_linked,
                                      getting_unlinked, register, unregister]).
+
+%% The HTML report of the case (tracekit_report); a failure to write it
+%% is logged and leaves the other files.
+report(File, Events, Suite, TC, Outcome, Lost, Names, FOpts) ->
+    Title = io_lib:format("tracekit: ~tw:~tw (~w)", [Suite, TC, Outcome]),
+    Note = io_lib:format("~w events of the test case body (~w earlier events lost)",
+                         [length(Events), Lost]),
+    case tracekit_report:write(Events, File, #{title => Title, note => Note, lost => Lost,
+                                               names => Names,
+                                               depth => maps:get(depth, FOpts),
+                                               line_length => maps:get(line_length, FOpts)}) of
+        {ok, _} ->
+            [{File, "HTML report"}];
+        {error, Why} ->
+            log_error("the HTML report of ~tw was not written: ~0tp", [TC, Why]),
+            []
+    end.
 
 html_link(File, Text) ->
     io_lib:format("<a href=\"~ts\">~ts</a>", [filename:basename(File), Text]).

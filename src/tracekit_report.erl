@@ -500,7 +500,7 @@ css() ->
     ".msg{stroke:#1565c0;stroke-width:1.4;fill:none}.msg.lost{stroke:#c62828}"
     ".msg.unknown{stroke-dasharray:5 3}.cross{stroke:#c62828;stroke-width:2}"
     ".head rect{fill:#eef3fb;stroke:#1565c0}.row:hover .msg{stroke-width:3}"
-    ".call{stroke:#fff;stroke-width:0.5}.run{fill:#7cb342}.axis{stroke:#bbb}".
+    ".call{stroke:#fff;stroke-width:0.5}.run{fill:#3f6fb5}.axis{stroke:#bbb}".
 
 summary(#acc{n = N, procs = Procs, tags = Tags, o = O, first_ts = T1, last_ts = T2} = A) ->
     FOpts = fopts(A),
@@ -666,7 +666,7 @@ timeline_svg(#acc{slices = Slices, procs = Procs} = A) ->
     Ticks = [["<text x=\"", num(Left + Width * I div 4), "\" y=\"14\" text-anchor=\"middle\">",
               tracekit_export:time_us(T0 + Span * I div 4), "</text>"] || I <- lists:seq(0, 4)],
     ["<p class=\"note\">Time in microseconds from the first event. Bars: traced calls (nested), "
-     "and in green the time the process was scheduled in.</p>\n",
+     "and in blue beneath them the time the process was scheduled in (when scheduling was traced).</p>\n",
      "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"timeline\" width=\"", num(Left + Width + 40),
      "\" height=\"", num(H + 10), "\">\n", Ticks, "\n", lists:reverse(Bands), "</svg>\n",
      left_out(A#acc.slices_out, "slice", "slices", "the timeline shows the first " ++
@@ -697,8 +697,8 @@ slice_svg({_, Kind, Name, S, E, D}, Y, RunY, T0, Span, Left, Width, BarH) ->
      end, "\n"].
 
 color(Name) ->
-    H = erlang:phash2(Name, 360),
-    io_lib:format("hsl(~w,55%,72%)", [H]).
+    H = erlang:phash2(Name, 55),
+    io_lib:format("hsl(~w,80%,~w%)", [H, 62 + erlang:phash2({Name}, 14)]).
 
 %% Text made safe for element content and attribute values, and for
 %% XML: control characters other than tab and newline become U+FFFD.

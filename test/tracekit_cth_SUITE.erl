@@ -7,6 +7,7 @@
 
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
+-include_lib("xmerl/include/xmerl.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1]).
 -export([failing_case_leaves_its_trace/1, passing_case_leaves_nothing/1,
@@ -14,7 +15,8 @@
          group_options_apply/1, link_in_case_log/1,
          hook_errors_do_not_fail_cases/1, timetrap_kill_is_recorded/1,
          skipped_case_leaves_nothing/1, nothing_left_in_the_node/1,
-         options_are_checked/1, calls_with_flag_actions/1, bad_options_record_nothing/1]).
+         options_are_checked/1, calls_with_flag_actions/1, bad_options_record_nothing/1,
+         html_report_of_failing_case/1]).
 %% Run on a peer node by the cases.
 -export([run_hook/2]).
 
@@ -24,7 +26,7 @@ all() ->
      group_options_apply, link_in_case_log, hook_errors_do_not_fail_cases,
      timetrap_kill_is_recorded, skipped_case_leaves_nothing,
      nothing_left_in_the_node, options_are_checked, calls_with_flag_actions,
-     bad_options_record_nothing].
+     bad_options_record_nothing, html_report_of_failing_case].
 
 %% One run of the sample suite for all the cases here.
 init_per_suite(Config) ->
@@ -82,7 +84,8 @@ failing_case_leaves_its_trace(Config) ->
     %% 3 passing cases, 4 failing ones, 1 skipped by its init_per_testcase.
     ?assertMatch({3, 4, {1, 0}}, ?config(result, Config)),
     Names = [filename:basename(F) || F <- trace_files(Config, failing_case)],
-    ?assertEqual(["tracekit_cth_sample_suite.failing_case.tracekit.messages.mmd",
+    ?assertEqual(["tracekit_cth_sample_suite.failing_case.tracekit.html",
+                  "tracekit_cth_sample_suite.failing_case.tracekit.messages.mmd",
                   "tracekit_cth_sample_suite.failing_case.tracekit.seq.mmd",
                   "tracekit_cth_sample_suite.failing_case.tracekit.txt"],
                  lists:sort(Names)),
@@ -137,7 +140,7 @@ config_turns_recording_off(Config) ->
 
 always_writes_passing_cases(Config) ->
     %% testcases => #{passing_always => #{always => true}}.
-    ?assertEqual(3, length(trace_files(Config, passing_always))),
+    ?assertEqual(4, length(trace_files(Config, passing_always))),
     Text = read(Config, passing_always, ".txt"),
     ?assert(contains(Text, "tracekit trace of tracekit_cth_sample_SUITE:passing_always (passed)")),
     ?assert(contains(Text, "handle_call/3 -> {reply,blue,#{color => blue}}")).
@@ -146,7 +149,8 @@ group_options_apply(Config) ->
     %% groups => #{quiet => #{messages => false, seq_trace => false}}: only
     %% the calls, no diagrams.
     Names = [filename:basename(F) || F <- trace_files(Config, group_failing)],
-    ?assertEqual(["tracekit_cth_sample_suite.group_failing.tracekit.txt"], Names),
+    ?assertEqual(["tracekit_cth_sample_suite.group_failing.tracekit.html",
+                  "tracekit_cth_sample_suite.group_failing.tracekit.txt"], lists:sort(Names)),
     Text = read(Config, group_failing, ".txt"),
     ?assert(contains(Text, "handle_call({get,color}")),
     ?assertNot(contains(Text, " << ")),
@@ -157,6 +161,7 @@ link_in_case_log(Config) ->
                                               "tracekit_cth_sample_suite.failing_case.html")),
     [?assertNotEqual(nomatch, binary:match(Html, Link))
      || Link <- [<<"<a href=\"tracekit_cth_sample_suite.failing_case.tracekit.txt\">events</a>">>,
+                 <<"<a href=\"tracekit_cth_sample_suite.failing_case.tracekit.html\">HTML report</a>">>,
                  <<"<a href=\"tracekit_cth_sample_suite.failing_case.tracekit.messages.mmd\">">>,
                  <<"<a href=\"tracekit_cth_sample_suite.failing_case.tracekit.seq.mmd\">">>]].
 
@@ -290,3 +295,27 @@ run_hook(Log, Opts) ->
         {ok, Bin} -> unicode:characters_to_list(Bin);
         {error, enoent} -> none
     end.
+
+%% The HTML report of the failing case: well-formed XML, one arrow per
+%% message of the case (process trace and seq_trace events of a message
+%% make one arrow, with the serial on hover), none lost, and a table row
+%% per line of the text file.
+html_report_of_failing_case(Config) ->
+    %% xmerl reads UTF-8 bytes.
+    Html = binary_to_list(unicode:characters_to_binary(read(Config, failing_case, ".html"))),
+    [_Header | Lines] = [L || L <- string:split(read(Config, failing_case, ".txt"), "\n", all),
+                              L =/= ""],
+    {Doc, _} = xmerl_scan:string(Html, [{quiet, true}]),
+    Rows = xmerl_xpath:string("//table[@id='event-table']/tbody/tr", Doc),
+    ?assertEqual(length(Lines), length(Rows)),
+    Arrows = xmerl_xpath:string("//svg[@class='sequence']//g[@class='row']", Doc),
+    Labels = [string:trim(text_of(G, "text")) || G <- Arrows],
+    ?assertEqual(["call {get,color}", "reply blue", "call {get,size}", "reply undefined"], Labels),
+    %% Every arrow has the seq_trace serial in its hover text.
+    [?assert(contains(text_of(G, "title"), "serial [")) || G <- Arrows],
+    ?assertEqual([], xmerl_xpath:string("//*[@class='msg lost']", Doc)),
+    %% The first row is the call of the case, as in the text file.
+    ?assert(contains(text_of(hd(Rows), "td[3]"), "tracekit_cth_sample_SUITE:failing_case([")).
+
+text_of(Node, Path) ->
+    lists:flatten([V || #xmlText{value = V} <- xmerl_xpath:string(Path ++ "//text()", Node)]).
