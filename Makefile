@@ -158,12 +158,40 @@ build/bench/bench_hot: c_src/bench/bench_hot.c $(LIB_SRC) $(LIB_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(CSTD) $(WARN) -O2 -g -Ic_src/lib -pthread $< $(LIB_SRC) -o $@ -lpthread -lm
 
+# ---- tracekit-cat: trace files read without a VM -----------------------------
+# c_src/cat/ links only ei (erl_interface) from OTP and the libtk.a pieces
+# it uses (chunk framing, record format, CRC, tags); never erts. The asan
+# variant (build/cat-asan/) is what tracekit_cat_SUITE's damaged-file run
+# uses when it is there.
+CAT_SRC    := $(sort $(wildcard c_src/cat/*.c))
+CAT_HDR    := $(wildcard c_src/cat/*.h)
+CAT_LIB    := $(addprefix c_src/lib/,tk_tfile.c tk_term.c tk_crc32c.c tk_mem.c tk_tags.c)
+CAT_CFLAGS := $(CSTD) $(WARN) -I$(EI_INCLUDE) -Ic_src/lib -Ic_src/cat
+CAT_BIN    := priv/bin/tracekit-cat
+CAT_ASAN   := build/cat-asan/tracekit-cat
+
+$(B)/obj/cat/%.o: c_src/cat/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CAT_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(CAT_BIN): $(call obj_of,$(CAT_SRC)) $(B)/libtk.a $(OTP_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(filter %.o,$^) $(B)/libtk.a -o $@ -L$(EI_LIB) -lei -lpthread -lm
+
+$(CAT_ASAN): $(CAT_SRC) $(CAT_HDR) $(CAT_LIB) $(LIB_HDR) $(OTP_STAMP)
+	@mkdir -p $(@D)
+	$(CLANG) $(CAT_CFLAGS) -O1 -g $(SAN_ASAN) $(CAT_SRC) $(CAT_LIB) -o $@ \
+	  -L$(EI_LIB) -lei -lpthread -lm
+
+cat: $(CAT_BIN)
+cat-asan: $(CAT_ASAN)
+
 # ---- targets ---------------------------------------------------------------
 .PHONY: all nif test-nifs bench-nifs beams test test-c test-c-asan test-c-tsan \
         test-c-long eunit ct test-nif-asan test-all check dialyzer xref bench \
-        demo clean distclean otp-info
+        demo clean distclean otp-info cat cat-asan
 
-all: nif beams
+all: nif cat beams
 
 # What a user of the package needs: the shipped NIFs, into priv/ (and
 # nothing else: libraries left there by an older layout are removed).
@@ -199,7 +227,7 @@ test-c-long: build/ctest/tsan/tk_tests build/ctest/asan/tk_tests
 eunit: nif test-nifs
 	$(REBAR) eunit $(EUNIT_ARGS)
 
-ct: nif test-nifs
+ct: nif test-nifs cat cat-asan
 	$(REBAR) ct $(CT_ARGS)
 
 # The NIFs built with AddressSanitizer and UBSan (NIF_VARIANT=asan), in real
@@ -267,7 +295,7 @@ demo: all
 	scripts/demo
 
 clean:
-	rm -rf build priv/*.so
+	rm -rf build priv/*.so priv/bin
 	$(REBAR) clean
 
 distclean:

@@ -1,0 +1,455 @@
+/* etf.c: the external term format into a tree of nodes.
+ *
+ * The text and JSON formats need to look at a term more than once (the
+ * shell's format measures a term at several depths before it prints it),
+ * so the event's bytes are parsed into an array of nodes first; atoms,
+ * binaries and the identifiers of pids, ports, references and funs stay
+ * where they are in the bytes (the node points at them). The tree is
+ * reused from event to event: its memory is that of the largest event.
+ *
+ * What binary_to_term/1 would refuse is refused here too, as far as the
+ * printing needs it: cut data, unknown tags, atoms that are not UTF-8.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cat.h"
+
+/* Deeper than any term a trace file holds (records nest at most 200
+ * deep, plus what an external term inside one may hold). */
+#define ETF_MAX_DEPTH 2000
+
+typedef struct {
+    tree *t;
+    const unsigned char *b;
+    size_t len;
+} ps;
+
+static bool need(const ps *p, size_t at, size_t n)
+{
+    return at <= p->len && n <= p->len - at;
+}
+
+static uint32_t be16(const unsigned char *b)
+{
+    return (uint32_t)b[0] << 8 | b[1];
+}
+
+static uint32_t be32(const unsigned char *b)
+{
+    return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+static uint32_t new_nodes(tree *t, size_t n)
+{
+    GROW(t->v, t->cap, t->len + n);
+    uint32_t first = (uint32_t)t->len;
+    memset(&t->v[first], 0, n * sizeof(tnode));
+    t->len += n;
+    return first;
+}
+
+static bool valid_utf8(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        uint32_t c;
+        size_t k = utf8_next(s + i, n - i, &c);
+        if (k == 0)
+            return false;
+        i += k;
+    }
+    return true;
+}
+
+/* An atom at *at (any of the four atom tags). */
+static bool atom_at(const ps *p, size_t *at, tnode *out)
+{
+    size_t i = *at, n;
+    if (!need(p, i, 1))
+        return false;
+    unsigned tag = p->b[i];
+    bool small = tag == 's' || tag == 'w';
+    bool utf8 = tag == 'v' || tag == 'w';
+    if (tag != 'd' && tag != 's' && tag != 'v' && tag != 'w')
+        return false;
+    if (!need(p, i + 1, small ? 1 : 2))
+        return false;
+    n = small ? p->b[i + 1] : be16(p->b + i + 1);
+    i += small ? 2 : 3;
+    if (!need(p, i, n) || (utf8 && !valid_utf8(p->b + i, n)))
+        return false;
+    out->type = T_ATOM;
+    out->latin1 = !utf8;
+    out->u.p = p->b + i;
+    out->n = (uint32_t)n;
+    *at = i + n;
+    return true;
+}
+
+static bool skip_atom(const ps *p, size_t *at)
+{
+    tnode ignored;
+    return atom_at(p, at, &ignored);
+}
+
+/* An integer term (small, integer or big) that must fit in 64 bits. */
+static bool small_int_at(const ps *p, size_t *at, int64_t *v)
+{
+    size_t i = *at;
+    if (!need(p, i, 1))
+        return false;
+    switch (p->b[i]) {
+    case 'a':
+        if (!need(p, i, 2))
+            return false;
+        *v = p->b[i + 1];
+        *at = i + 2;
+        return true;
+    case 'b':
+        if (!need(p, i, 5))
+            return false;
+        *v = (int32_t)be32(p->b + i + 1);
+        *at = i + 5;
+        return true;
+    default:
+        return false;
+    }
+}
+
+static long parse(ps *p, size_t *at, uint32_t slot, unsigned depth);
+
+/* n terms into consecutive slots from `first`. */
+static bool parse_seq(ps *p, size_t *at, uint32_t first, uint64_t n,
+                      unsigned depth)
+{
+    for (uint64_t k = 0; k < n; k++)
+        if (parse(p, at, first + (uint32_t)k, depth + 1) < 0)
+            return false;
+    return true;
+}
+
+/* Big integers that fit in 64 bits become T_INT, as the VM makes them
+ * small again. */
+static void big_value(tnode *n, const unsigned char *digits, size_t nd, bool neg)
+{
+    n->type = T_BIG;
+    if (nd > 8)
+        return;
+    uint64_t m = 0;
+    for (size_t k = nd; k > 0; k--)
+        m = m << 8 | digits[k - 1];
+    if (!neg && m <= (uint64_t)INT64_MAX) {
+        n->type = T_INT;
+        n->u.i = (int64_t)m;
+    } else if (neg && m <= (uint64_t)INT64_MAX + 1) {
+        n->type = T_INT;
+        n->u.i = m == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)m;
+    }
+}
+
+static long parse(ps *p, size_t *at, uint32_t slot, unsigned depth)
+{
+    size_t i = *at;
+    if (depth > ETF_MAX_DEPTH || !need(p, i, 1))
+        return -1;
+    tnode n = {0};
+    n.etf = p->b + i;
+    unsigned tag = p->b[i];
+    uint64_t count;
+    switch (tag) {
+    case 'a': /* SMALL_INTEGER_EXT */
+    case 'b': /* INTEGER_EXT */
+        if (!small_int_at(p, &i, &n.u.i))
+            return -1;
+        n.type = T_INT;
+        break;
+    case 'F': { /* NEW_FLOAT_EXT */
+        if (!need(p, i, 9))
+            return -1;
+        uint64_t w = 0;
+        for (int k = 1; k <= 8; k++)
+            w = w << 8 | p->b[i + k];
+        memcpy(&n.u.f, &w, 8);
+        n.type = T_FLOAT;
+        i += 9;
+        break;
+    }
+    case 'c': { /* FLOAT_EXT: 31 bytes of text */
+        char txt[32];
+        if (!need(p, i, 32))
+            return -1;
+        memcpy(txt, p->b + i + 1, 31);
+        txt[31] = 0;
+        char *end;
+        n.u.f = strtod(txt, &end);
+        if (end == txt)
+            return -1;
+        n.type = T_FLOAT;
+        i += 32;
+        break;
+    }
+    case 'd':
+    case 's':
+    case 'v':
+    case 'w':
+        if (!atom_at(p, &i, &n))
+            return -1;
+        break;
+    case 'h': /* SMALL_TUPLE_EXT */
+    case 'i': /* LARGE_TUPLE_EXT */
+        if (!need(p, i, tag == 'h' ? 2 : 5))
+            return -1;
+        count = tag == 'h' ? p->b[i + 1] : be32(p->b + i + 1);
+        i += tag == 'h' ? 2 : 5;
+        if (count > p->len - i) /* each element takes a byte at least */
+            return -1;
+        n.type = T_TUPLE;
+        n.n = (uint32_t)count;
+        n.kids = new_nodes(p->t, (size_t)count);
+        p->t->v[slot] = n;
+        if (!parse_seq(p, &i, n.kids, count, depth))
+            return -1;
+        goto done_container;
+    case 'j': /* NIL_EXT */
+        n.type = T_NIL;
+        i++;
+        break;
+    case 'k': { /* STRING_EXT: a list of small integers */
+        if (!need(p, i, 3))
+            return -1;
+        count = be16(p->b + i + 1);
+        i += 3;
+        if (!need(p, i, count))
+            return -1;
+        n.type = T_LIST;
+        n.n = (uint32_t)count;
+        n.kids = new_nodes(p->t, (size_t)count + 1);
+        for (uint64_t k = 0; k < count; k++) {
+            tnode *e = &p->t->v[n.kids + k];
+            e->type = T_INT;
+            e->u.i = p->b[i + k];
+            e->etf = NULL;
+        }
+        p->t->v[n.kids + count].type = T_NIL;
+        i += count;
+        break;
+    }
+    case 'l': /* LIST_EXT: n elements and a tail */
+        if (!need(p, i, 5))
+            return -1;
+        count = be32(p->b + i + 1);
+        i += 5;
+        if (count > p->len - i)
+            return -1;
+        n.type = T_LIST;
+        n.n = (uint32_t)count;
+        n.kids = new_nodes(p->t, (size_t)count + 1);
+        p->t->v[slot] = n;
+        if (!parse_seq(p, &i, n.kids, count + 1, depth))
+            return -1;
+        goto done_container;
+    case 'm': /* BINARY_EXT */
+    case 'M': /* BIT_BINARY_EXT */
+        if (!need(p, i, tag == 'm' ? 5 : 6))
+            return -1;
+        count = be32(p->b + i + 1);
+        n.bits = tag == 'M' ? p->b[i + 5] : 0;
+        i += tag == 'm' ? 5 : 6;
+        if (!need(p, i, count) || n.bits > 8 || (tag == 'M' && (n.bits == 0) != (count == 0)))
+            return -1;
+        if (n.bits == 8)
+            n.bits = 0;
+        n.type = T_BIN;
+        n.n = (uint32_t)count;
+        n.u.p = p->b + i;
+        i += count;
+        break;
+    case 'n': /* SMALL_BIG_EXT */
+    case 'o': /* LARGE_BIG_EXT */
+        if (!need(p, i, tag == 'n' ? 3 : 6))
+            return -1;
+        count = tag == 'n' ? p->b[i + 1] : be32(p->b + i + 1);
+        i += tag == 'n' ? 2 : 5;
+        if (!need(p, i, 1 + count) || p->b[i] > 1)
+            return -1;
+        big_value(&n, p->b + i + 1, (size_t)count, p->b[i] == 1);
+        i += 1 + count;
+        break;
+    case 't': /* MAP_EXT */
+        if (!need(p, i, 5))
+            return -1;
+        count = be32(p->b + i + 1);
+        i += 5;
+        if (2 * count > p->len - i)
+            return -1;
+        n.type = T_MAP;
+        n.n = (uint32_t)count;
+        n.kids = new_nodes(p->t, (size_t)(2 * count));
+        p->t->v[slot] = n;
+        if (!parse_seq(p, &i, n.kids, 2 * count, depth))
+            return -1;
+        goto done_container;
+    case 'X': /* NEW_PID_EXT */
+    case 'g': /* PID_EXT */
+        i++;
+        if (!skip_atom(p, &i) || !need(p, i, tag == 'X' ? 12 : 9))
+            return -1;
+        i += tag == 'X' ? 12 : 9;
+        n.type = T_PID;
+        break;
+    case 'Y': /* NEW_PORT_EXT */
+    case 'x': /* V4_PORT_EXT */
+    case 'f': /* PORT_EXT */
+        i++;
+        if (!skip_atom(p, &i) || !need(p, i, tag == 'Y' ? 8 : tag == 'x' ? 12 : 5))
+            return -1;
+        i += tag == 'Y' ? 8 : tag == 'x' ? 12 : 5;
+        n.type = T_PORT;
+        break;
+    case 'Z': /* NEWER_REFERENCE_EXT */
+    case 'r': /* NEW_REFERENCE_EXT */
+        if (!need(p, i, 3))
+            return -1;
+        count = be16(p->b + i + 1);
+        i += 3;
+        if (count == 0 || count > 5 || !skip_atom(p, &i) ||
+            !need(p, i, (tag == 'Z' ? 4 : 1) + 4 * count))
+            return -1;
+        i += (tag == 'Z' ? 4 : 1) + 4 * count;
+        n.type = T_REF;
+        break;
+    case 'e': /* REFERENCE_EXT */
+        i++;
+        if (!skip_atom(p, &i) || !need(p, i, 5))
+            return -1;
+        i += 5;
+        n.type = T_REF;
+        break;
+    case 'p': { /* NEW_FUN_EXT: Size covers the whole fun */
+        if (!need(p, i, 5))
+            return -1;
+        uint32_t size = be32(p->b + i + 1);
+        if (size < 4 + 1 + 16 + 4 + 4 || !need(p, i + 1, size))
+            return -1;
+        /* module, old index, old uniq must be there for printing */
+        size_t j = i + 1 + 4 + 1 + 16 + 4 + 4;
+        int64_t ignored;
+        if (!skip_atom(p, &j) || !small_int_at(p, &j, &ignored) ||
+            !small_int_at(p, &j, &ignored) || j > i + 1 + size)
+            return -1;
+        i += 1 + size;
+        n.type = T_FUN;
+        break;
+    }
+    case 'q': { /* EXPORT_EXT: module, function, arity */
+        int64_t arity;
+        i++;
+        if (!skip_atom(p, &i) || !skip_atom(p, &i) || !small_int_at(p, &i, &arity))
+            return -1;
+        n.type = T_FUN;
+        break;
+    }
+    default:
+        /* compressed terms, atom cache references and local pids never
+         * come out of term_to_binary/1 without options */
+        return -1;
+    }
+    n.etf_len = (uint32_t)(p->b + i - n.etf);
+    p->t->v[slot] = n;
+    *at = i;
+    return slot;
+done_container:
+    p->t->v[slot].etf_len = (uint32_t)(p->b + i - n.etf);
+    *at = i;
+    return slot;
+}
+
+long etf_parse(tree *t, const unsigned char *buf, size_t len, size_t *at)
+{
+    ps p = {t, buf, len};
+    uint32_t root = new_nodes(t, 1);
+    return parse(&p, at, root, 0);
+}
+
+bool is_atom(const tnode *n, const char *name)
+{
+    size_t k = strlen(name);
+    /* names asked for are ASCII: the same bytes in either encoding */
+    return n->type == T_ATOM && n->n == k && memcmp(n->u.p, name, k) == 0;
+}
+
+void atom_text(sbuf *b, const tnode *n)
+{
+    if (!n->latin1) {
+        sb_put(b, n->u.p, n->n);
+        return;
+    }
+    for (uint32_t k = 0; k < n->n; k++)
+        sb_utf8(b, n->u.p[k]);
+}
+
+/* The atom of a pid, port or reference, whose encoding starts at e. */
+static const unsigned char *ident_atom(const unsigned char *e, size_t *len,
+                                       bool *latin1)
+{
+    bool small = e[0] == 's' || e[0] == 'w';
+    *latin1 = e[0] == 'd' || e[0] == 's';
+    *len = small ? e[1] : be16(e + 1);
+    return e + (small ? 2 : 3);
+}
+
+bool ident_of(const tnode *n, ident *o)
+{
+    const unsigned char *e = n->etf;
+    memset(o, 0, sizeof *o);
+    unsigned tag = e[0];
+    const unsigned char *q;
+    uint32_t count = 0;
+    switch (n->type) {
+    case T_PID:
+        o->node = ident_atom(e + 1, &o->node_len, &o->node_latin1);
+        q = o->node + o->node_len;
+        o->nid = 2;
+        o->id[0] = be32(q);
+        o->id[1] = be32(q + 4);
+        o->creation = tag == 'X' ? be32(q + 8) : q[8];
+        return true;
+    case T_PORT:
+        o->node = ident_atom(e + 1, &o->node_len, &o->node_latin1);
+        q = o->node + o->node_len;
+        o->nid = 1;
+        if (tag == 'x') {
+            o->id[0] = (uint64_t)be32(q) << 32 | be32(q + 4);
+            o->creation = be32(q + 8);
+        } else {
+            o->id[0] = be32(q);
+            o->creation = tag == 'Y' ? be32(q + 4) : q[4];
+        }
+        return true;
+    case T_REF:
+        if (tag == 'e') {
+            o->node = ident_atom(e + 1, &o->node_len, &o->node_latin1);
+            q = o->node + o->node_len;
+            o->nid = 1;
+            o->id[0] = be32(q);
+            o->creation = q[4];
+            return true;
+        }
+        count = be16(e + 1);
+        o->node = ident_atom(e + 3, &o->node_len, &o->node_latin1);
+        q = o->node + o->node_len;
+        if (tag == 'Z') {
+            o->creation = be32(q);
+            q += 4;
+        } else {
+            o->creation = q[0];
+            q += 1;
+        }
+        o->nid = count;
+        for (uint32_t k = 0; k < count; k++)
+            o->id[k] = be32(q + 4 * k);
+        return true;
+    default:
+        return false;
+    }
+}

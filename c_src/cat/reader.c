@@ -1,0 +1,329 @@
+/* reader.c: the files of a source, their headers, and their chunks into
+ * decoded events, as tracekit_file_reader reads them (the same files in
+ * the same order, the same chunks refused at the same place), one chunk
+ * in hand per file.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <ei.h>
+
+#include "cat.h"
+
+static void fail(cat_failure *f, const char *file, uint64_t off, int status,
+                 const char *why)
+{
+    f->file = file;
+    f->offset = off;
+    f->status = status;
+    snprintf(f->why, sizeof f->why, "%s", why);
+}
+
+/* ---- the files of a source ------------------------------------------------ */
+
+static int by_name(const void *a, const void *b)
+{
+    /* lists:sort/1 of the names: byte order */
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Base.N for every N there is. */
+static bool wrap_member(const char *name, size_t nlen, const char *entry)
+{
+    if (strncmp(entry, name, nlen) != 0 || entry[nlen] != '.' || entry[nlen + 1] == 0)
+        return false;
+    for (const char *c = entry + nlen + 1; *c; c++)
+        if (*c < '0' || *c > '9')
+            return false;
+    return true;
+}
+
+bool source_files(const char *src, char ***files, size_t *n, size_t *cap,
+                  cat_failure *f)
+{
+    struct stat st;
+    if (stat(src, &st) == 0 && S_ISREG(st.st_mode)) {
+        GROW(*files, *cap, *n + 1);
+        (*files)[(*n)++] = xstrndup(src, strlen(src));
+        return true;
+    }
+    const char *slash = strrchr(src, '/');
+    char *dir = slash ? xstrndup(src, (size_t)(slash - src)) : xstrndup(".", 1);
+    const char *name = slash ? slash + 1 : src;
+    size_t nlen = strlen(name), first = *n;
+    DIR *d = opendir(slash == src ? "/" : dir);
+    if (d != NULL) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (!wrap_member(name, nlen, e->d_name))
+                continue;
+            sbuf path = {0};
+            if (slash) {
+                sb_put(&path, src, (size_t)(slash - src));
+                sb_ch(&path, '/');
+            }
+            sb_str(&path, e->d_name);
+            GROW(*files, *cap, *n + 1);
+            (*files)[(*n)++] = path.p;
+        }
+        closedir(d);
+    }
+    free(dir);
+    if (*n == first) {
+        errno = ENOENT;
+        fail(f, src, 0, CAT_NOFILE, "no such file or wrap set");
+        return false;
+    }
+    qsort(*files + first, *n - first, sizeof **files, by_name);
+    return true;
+}
+
+/* ---- headers -------------------------------------------------------------- */
+
+/* A non-negative integer below 2^64 (the stamps may need 64 bits). */
+static bool node_u64(const tnode *n, uint64_t *v)
+{
+    if (n->type == T_INT) {
+        if (n->u.i < 0)
+            return false;
+        *v = (uint64_t)n->u.i;
+        return true;
+    }
+    if (n->type != T_BIG)
+        return false;
+    const unsigned char *e = n->etf;
+    size_t nd = e[0] == 'n' ? e[1] : ((size_t)e[1] << 24 | (size_t)e[2] << 16 | (size_t)e[3] << 8 | e[4]);
+    const unsigned char *sign = e + (e[0] == 'n' ? 2 : 5);
+    if (*sign != 0 || nd > 8)
+        return false;
+    uint64_t m = 0;
+    for (size_t k = nd; k > 0; k--)
+        m = m << 8 | sign[k];
+    *v = m;
+    return true;
+}
+
+static const tnode *map_get(const tree *t, const tnode *map, const char *key)
+{
+    for (uint32_t k = 0; k < map->n; k++)
+        if (is_atom(kid(t, map, 2 * k), key))
+            return kid(t, map, 2 * k + 1);
+    return NULL;
+}
+
+typedef struct {
+    char *key;
+    size_t len;
+    tk_anchor ref;
+    uint64_t hz;
+} machine;
+
+/* The first chunk: the header, whose anchor places the file's stamps. */
+static bool header(reader *r, machine **ms, size_t *nm, size_t *mcap,
+                   cat_failure *f)
+{
+    unsigned type;
+    const unsigned char *p;
+    size_t len;
+    uint64_t at = r->r.off;
+    int rc = tk_tread_next(&r->r, &type, &p, &len);
+    if (rc != TK_TREAD_CHUNK || type != TK_CHUNK_HEADER) {
+        fail(f, r->path, rc == TK_TREAD_EOF ? TK_TFILE_MAGIC_LEN : at, CAT_DAMAGED,
+             rc == TK_TREAD_CHUNK ? "the first chunk is not a header"
+                                  : "no header");
+        return false;
+    }
+    tree t = {0};
+    size_t pos = 1;
+    long root = len > 1 && p[0] == 131 ? etf_parse(&t, p, len, &pos) : -1;
+    const tnode *hd = root >= 0 ? &t.v[root] : NULL, *anchor, *v;
+    uint64_t s, sys, hz = 1000000000;
+    if (hd == NULL || pos != len || hd->type != T_MAP ||
+        (anchor = map_get(&t, hd, "anchor")) == NULL || anchor->type != T_TUPLE ||
+        anchor->n != 2 || !node_u64(kid(&t, anchor, 0), &s) ||
+        !node_u64(kid(&t, anchor, 1), &sys) ||
+        ((v = map_get(&t, hd, "stamp_hz")) != NULL && !node_u64(v, &hz))) {
+        free(t.v);
+        fail(f, r->path, at, CAT_DAMAGED, "a header that makes no sense");
+        return false;
+    }
+    if ((v = map_get(&t, hd, "node")) != NULL && v->type == T_ATOM) {
+        sbuf b = {0};
+        atom_text(&b, v);
+        r->node = b.p ? b.p : xstrndup("", 0);
+    }
+    /* The machine: its boot id and clock (or the file alone). */
+    sbuf key = {0};
+    const tnode *m = map_get(&t, hd, "machine"), *st = map_get(&t, hd, "stamp");
+    if (m != NULL)
+        sb_put(&key, m->etf, m->etf_len);
+    else
+        sb_fmt(&key, "file:%s", r->path);
+    sb_ch(&key, 0);
+    if (st != NULL)
+        sb_put(&key, st->etf, st->etf_len);
+    free(t.v);
+    for (size_t k = 0; k < *nm; k++)
+        if ((*ms)[k].len == key.len && memcmp((*ms)[k].key, key.p, key.len) == 0) {
+            r->ref = (*ms)[k].ref;
+            r->hz = (*ms)[k].hz;
+            free(key.p);
+            return true;
+        }
+    GROW(*ms, *mcap, *nm + 1);
+    (*ms)[(*nm)++] = (machine){key.p, key.len, {s, sys}, hz};
+    r->ref = (tk_anchor){s, sys};
+    r->hz = hz;
+    return true;
+}
+
+bool readers_open(reader *rs, size_t n, char **files, cat_failure *f)
+{
+    for (size_t k = 0; k < n; k++) {
+        reader *r = &rs[k];
+        memset(r, 0, sizeof *r);
+        r->path = files[k];
+        r->index = (unsigned)k;
+        int rc = tk_tread_open(&r->r, files[k]);
+        if (rc == -1) {
+            fail(f, files[k], 0, CAT_NOFILE, strerror(errno));
+            return false;
+        }
+        if (rc == -2) {
+            fail(f, files[k], 0, CAT_NOTTRACE, "not a trace file");
+            return false;
+        }
+        r->open = true;
+        r->x = xmalloc(sizeof(ei_x_buff));
+        if (ei_x_new(r->x) != 0) {
+            fail(f, files[k], 0, CAT_OUTPUT, "out of memory");
+            return false;
+        }
+        r->dict_off = xmalloc(sizeof(size_t));
+        r->dict_off[0] = 0;
+        r->dict_off_cap = 1;
+    }
+    machine *ms = NULL;
+    size_t nm = 0, mcap = 0;
+    bool ok = true;
+    for (size_t k = 0; k < n && ok; k++)
+        ok = header(&rs[k], &ms, &nm, &mcap, f);
+    for (size_t k = 0; k < nm; k++)
+        free(ms[k].key);
+    free(ms);
+    return ok;
+}
+
+/* ---- chunks ----------------------------------------------------------------- */
+
+/* A dictionary chunk: the entries that follow the ones read so far. */
+static bool dict_chunk(reader *r, const unsigned char *p, size_t len)
+{
+    tk_dict_iter it;
+    const unsigned char *e;
+    size_t n;
+    int rc;
+    if (tk_dict_begin(&it, p, len) != 0 || it.first != r->ndict)
+        return false;
+    tree t = {0};
+    while ((rc = tk_dict_next(&it, &e, &n)) == 1) {
+        size_t at = 1;
+        t.len = 0;
+        if (n < 2 || e[0] != 131 || etf_parse(&t, e, n, &at) < 0 || at != n) {
+            free(t.v);
+            return false;
+        }
+        GROW(r->dict, r->dict_cap, r->dict_len + n - 1);
+        memcpy(r->dict + r->dict_len, e + 1, n - 1);
+        r->dict_len += n - 1;
+        GROW(r->dict_off, r->dict_off_cap, r->ndict + 2);
+        r->dict_off[++r->ndict] = r->dict_len;
+    }
+    free(t.v);
+    return rc == 0;
+}
+
+/* An events chunk, decoded whole: a record that does not decode makes
+ * the chunk bad (as tracekit_core:file_events/3 counts it). */
+static bool events_chunk(reader *r, const unsigned char *p, size_t len)
+{
+    tk_events_iter it;
+    uint64_t stamp;
+    const unsigned char *rec;
+    size_t n;
+    int rc;
+    r->x->index = 0;
+    r->nevs = r->next = 0;
+    if (tk_events_begin(&it, p, len) != 0)
+        return false;
+    while ((rc = tk_events_next(&it, &stamp, &rec, &n)) == 1) {
+        size_t off = (size_t)r->x->index;
+        if (decode_event(r, rec, n, r->x) != 0)
+            return false;
+        GROW(r->evs, r->evs_cap, r->nevs + 1);
+        r->evs[r->nevs++] = (cat_event){tk_stamp_time(r->ref, r->hz, stamp), off,
+                                        (size_t)r->x->index - off};
+    }
+    return rc == 0;
+}
+
+int reader_fill(reader *r, cat_failure *f)
+{
+    while (r->open && r->next >= r->nevs) {
+        unsigned type;
+        const unsigned char *p;
+        size_t len;
+        uint64_t at = r->r.off, count, stamp;
+        int rc = tk_tread_next(&r->r, &type, &p, &len);
+        if (rc == TK_TREAD_EOF) {
+            reader_close(r);
+            return 0;
+        }
+        if (rc == TK_TREAD_CORRUPT) {
+            fail(f, r->path, at, CAT_DAMAGED,
+                 at + TK_CHUNK_HEAD > r->r.size ? "cut short" : "a damaged chunk");
+            return -1;
+        }
+        bool ok;
+        switch (type) {
+        case TK_CHUNK_DICT:
+            ok = dict_chunk(r, p, len);
+            break;
+        case TK_CHUNK_EVENTS:
+            r->nevs = r->next = 0;
+            ok = events_chunk(r, p, len);
+            if (!ok)
+                r->nevs = r->next = 0;
+            break;
+        case TK_CHUNK_LOST:
+            ok = tk_lost_read(p, len, &count, &stamp) == 0;
+            if (ok)
+                r->lost += count;
+            break;
+        case TK_CHUNK_END:
+            ok = true;
+            break;
+        default:
+            /* a chunk type of a later version is stepped over; a header
+             * is only ever the first chunk */
+            ok = type > TK_CHUNK_END;
+            break;
+        }
+        if (!ok) {
+            fail(f, r->path, at, CAT_DAMAGED, "a chunk that makes no sense");
+            return -1;
+        }
+    }
+    return r->next < r->nevs ? 1 : 0;
+}
+
+void reader_close(reader *r)
+{
+    if (r->open)
+        tk_tread_close(&r->r);
+    r->open = false;
+}
