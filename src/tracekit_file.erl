@@ -100,8 +100,8 @@ init() ->
 %%   about BytesPerFile bytes each (at least 4096), reused in turn, like
 %%   dbg's wrap files: the newest Count files are kept.</dd>
 %% <dt>`max_bytes'</dt><dd>stop writing when the files hold this many
-%%   bytes in all; what follows is counted as dropped (default
-%%   `infinity').</dd>
+%%   bytes in all (at least 4096); what follows is counted as dropped
+%%   (default `infinity'). The file still ends with its end chunk.</dd>
 %% <dt>`buffer'</dt><dd>bytes of each producer thread's ring (default 1
 %%   MiB; as `size' in {@link tracekit_ring:new/1}).</dd>
 %% <dt>`payload', `tags'</dt><dd>as in {@link tracekit_ring:new/1}.</dd>
@@ -178,7 +178,7 @@ check([{wrap, {Bytes, Count}} = O | T], Acc) ->
         false -> {error, {badopt, O}}
     end;
 check([{max_bytes, M} = O | T], Acc) ->
-    case M =:= infinity orelse (is_integer(M) andalso M > 0 andalso M < 1 bsl 64) of
+    case M =:= infinity orelse (is_integer(M) andalso M >= 4096 andalso M < 1 bsl 64) of
         true -> check(T, Acc#{max_bytes := M});
         false -> {error, {badopt, O}}
     end;

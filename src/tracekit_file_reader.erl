@@ -16,6 +16,8 @@
 -define(EVENTS, 3).
 -define(LOST, 4).
 -define(END, 5).
+%% The numbers of a header that the decoder takes as u64 (FORMAT.md).
+-define(U64(X), (is_integer(X) andalso X >= 0 andalso X < 1 bsl 64)).
 
 -record(r, {index :: non_neg_integer(),
             file :: file:filename_all(),
@@ -40,7 +42,7 @@ files(Source) when is_list(Source), not is_integer(hd(Source)) ->
                         end;
                    (_, E) -> E
                 end, {ok, []}, Source);
-files(Path) ->
+files(Path) when is_binary(Path); is_atom(Path); is_list(Path) ->
     case filelib:is_regular(Path) of
         true ->
             {ok, [Path]};
@@ -50,25 +52,48 @@ files(Path) ->
                 [] -> {error, {no_files, Path}};
                 _ -> {ok, Set}
             end
-    end.
+    end;
+files(Path) ->
+    {error, {no_files, Path}}.
 
-%% Base.N for every N there is.
+%% Base.N for every N there is. A binary base name gives binary names
+%% (as file:list_dir/1 does), compared as bytes: such a name need not be
+%% valid in the native encoding.
 wrap_set(Base) ->
     B = filename:flatten(Base),
     Dir = filename:dirname(B),
     Name = filename:basename(B),
-    case file:list_dir(Dir) of
+    case file:list_dir_all(Dir) of
         {ok, Entries} ->
-            lists:sort([filename:join(Dir, E) || E <- Entries, wrap_member(Name, E)]);
+            lists:sort([filename:join(Dir, E1) || E <- Entries,
+                                                  E1 <- [entry_as(Name, E)],
+                                                  wrap_member(Name, E1)]);
         {error, _} ->
             []
     end.
 
-wrap_member(Name, Entry) ->
+%% An entry of the directory in the form of the base name.
+entry_as(Name, Entry) when is_binary(Name), is_list(Entry) ->
+    unicode:characters_to_binary(Entry, unicode, file:native_name_encoding());
+entry_as(_, Entry) ->
+    Entry.
+
+wrap_member(Name, Entry) when is_binary(Name), is_binary(Entry) ->
+    Size = byte_size(Name),
+    case Entry of
+        <<Name:Size/binary, $., Digits/binary>> -> digits(binary_to_list(Digits));
+        _ -> false
+    end;
+wrap_member(Name, Entry) when is_list(Name), is_list(Entry) ->
     case string:prefix(Entry, Name ++ ".") of
         nomatch -> false;
-        Digits -> Digits =/= [] andalso lists:all(fun(C) -> C >= $0 andalso C =< $9 end, Digits)
-    end.
+        Digits -> digits(Digits)
+    end;
+wrap_member(_, _) ->
+    false. % a raw name that a string base cannot match
+
+digits(Digits) ->
+    Digits =/= [] andalso lists:all(fun(C) -> C >= $0 andalso C =< $9 end, Digits).
 
 %% Opens every file of a source, and reads each one's header: the files
 %% of one machine (its boot id and clock) share one reference anchor and
@@ -101,11 +126,16 @@ headers([#r{h = H, file = F} = R | Rs], Skip, Refs, Acc, Skipped) ->
     case tracekit_core:file_next(H) of
         {?HEADER, Bin, At} ->
             case safe_term(Bin) of
-                {ok, #{anchor := {S, T}} = Hd} when is_integer(S), is_integer(T) ->
-                    Hz = maps:get(stamp_hz, Hd, 1000000000),
-                    Machine = {maps:get(machine, Hd, F), maps:get(stamp, Hd, unknown)},
-                    Ref = maps:get(Machine, Refs, {S, T, Hz}),
-                    headers(Rs, Skip, Refs#{Machine => Ref}, [R#r{ref = Ref} | Acc], Skipped);
+                {ok, #{anchor := {S, T}} = Hd} when ?U64(S), ?U64(T) ->
+                    case maps:get(stamp_hz, Hd, 1000000000) of
+                        Hz when ?U64(Hz) ->
+                            Machine = {maps:get(machine, Hd, F), maps:get(stamp, Hd, unknown)},
+                            Ref = maps:get(Machine, Refs, {S, T, Hz}),
+                            headers(Rs, Skip, Refs#{Machine => Ref}, [R#r{ref = Ref} | Acc],
+                                    Skipped);
+                        _ ->
+                            no_header(R, Rs, Skip, Refs, Acc, Skipped, At)
+                    end;
                 _ ->
                     no_header(R, Rs, Skip, Refs, Acc, Skipped, At)
             end;

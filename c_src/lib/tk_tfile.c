@@ -91,9 +91,26 @@ static int open_current(tk_tfile *f)
         errno = ENAMETOOLONG;
         return -1;
     }
-    f->fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (f->fd < 0)
+    /* Non-blocking: opening a FIFO for writing would wait for a reader,
+     * in the caller's thread (a scheduler) for as long as none comes. */
+    int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    if (fd < 0) {
+        if (errno == ENXIO && stat(name, &st) == 0 && S_ISFIFO(st.st_mode))
+            errno = ESPIPE; /* a FIFO that nobody reads */
         return -1;
+    }
+    /* Only files and devices: writes to a pipe or socket wait for their
+     * reader, and close/1 would wait with them. */
+    if (fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode)) ||
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        errno = (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) ? ESPIPE : e;
+        return -1;
+    }
+    f->fd = fd;
     f->in_file = 0;
     struct iovec iov = {(void *)TK_TFILE_MAGIC, TK_TFILE_MAGIC_LEN};
     return write_all(f, &iov, 1);
@@ -187,7 +204,9 @@ void tk_tfile_close(tk_tfile *f)
 int tk_tread_open(tk_tread *r, const char *path)
 {
     memset(r, 0, sizeof *r);
-    r->fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Non-blocking: opening a FIFO would wait for a writer, in the
+     * caller's thread (a scheduler). */
+    r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (r->fd < 0)
         return -1;
     struct stat st;
@@ -197,6 +216,10 @@ int tk_tread_open(tk_tread *r, const char *path)
         tk_tread_close(r);
         errno = e;
         return -1;
+    }
+    if (!S_ISREG(st.st_mode)) { /* a trace file has a size and offsets */
+        tk_tread_close(r);
+        return -2;
     }
     r->size = (uint64_t)st.st_size;
     if (pread(r->fd, magic, sizeof magic, 0) != (ssize_t)sizeof magic ||

@@ -17,6 +17,10 @@ typedef struct {
     tk_rbuf r;
     const ERL_NIF_TERM *dict; /* a trace file's dictionary, or NULL */
     size_t ndict;
+    /* A record of a trace file: it comes from outside this VM, so it may
+     * hold no VM words (TK_T_IMM, TK_T_IMM32), which would be taken for
+     * terms as they are. */
+    bool file;
 } dec;
 
 static int dec_value(dec *d, ERL_NIF_TERM *out);
@@ -139,13 +143,13 @@ static int dec_value(dec *d, ERL_NIF_TERM *out)
         return 1;
     case TK_T_IMM:
         /* Immediates are valid in every environment: the word is the term. */
-        if (!tk_get_word(&d->r, &w))
+        if (d->file || !tk_get_word(&d->r, &w))
             return 0;
         *out = (ERL_NIF_TERM)w;
         return 1;
     case TK_T_IMM32: {
         uint32_t w32;
-        if (!tk_get_u32(&d->r, &w32))
+        if (d->file || !tk_get_u32(&d->r, &w32))
             return 0;
         *out = (ERL_NIF_TERM)w32;
         return 1;
@@ -198,15 +202,26 @@ static int dec_value(dec *d, ERL_NIF_TERM *out)
     }
 }
 
+static int dec_event(ErlNifEnv *env, const tk_codec *c, const void *rec,
+                     size_t len, const ERL_NIF_TERM *dict, size_t ndict,
+                     bool file, ERL_NIF_TERM *out);
+
 int tk_dec_event(ErlNifEnv *env, const tk_codec *c, const void *rec,
                  size_t len, ERL_NIF_TERM *out)
 {
-    return tk_dec_file_event(env, c, rec, len, NULL, 0, out);
+    return dec_event(env, c, rec, len, NULL, 0, false, out);
 }
 
 int tk_dec_file_event(ErlNifEnv *env, const tk_codec *c, const void *rec,
                       size_t len, const ERL_NIF_TERM *dict, size_t ndict,
                       ERL_NIF_TERM *out)
+{
+    return dec_event(env, c, rec, len, dict, ndict, true, out);
+}
+
+static int dec_event(ErlNifEnv *env, const tk_codec *c, const void *rec,
+                     size_t len, const ERL_NIF_TERM *dict, size_t ndict,
+                     bool file, ERL_NIF_TERM *out)
 {
     tk_event ev;
     ERL_NIF_TERM f[TK_F_COUNT] = {0};
@@ -216,7 +231,7 @@ int tk_dec_file_event(ErlNifEnv *env, const tk_codec *c, const void *rec,
         if (ev.field[i].len == 0)
             continue;
         dec d = {env, c, {ev.field[i].p, ev.field[i].p + ev.field[i].len},
-                 dict, ndict};
+                 dict, ndict, file};
         if (!dec_value(&d, &f[i]))
             return 0;
     }

@@ -34,6 +34,9 @@
     X(stamp) X(tsc) X(monotonic) X(anchor) X(sequence) X(wrap) X(on_disk)  \
     X(over) X(limit) X(max_events) X(rate)
 
+/* The smallest max_bytes: a header and the chunks that end a file fit. */
+#define TK_FILE_MAX_BYTES_MIN 4096u
+
 /* The longest span of a rate limit: a day. */
 #define TK_FILE_RATE_MS_MAX 86400000u
 
@@ -58,13 +61,18 @@ typedef struct {
     uint64_t lost_noted;    /* refusals already written in lost chunks */
     uint64_t last_write_ns; /* when the last events chunk was written */
     size_t chunk_target;    /* bytes of a full events chunk */
+    uint64_t max_total;     /* max_bytes (0: none); tf.max_bytes is per chunk type */
     tk_limit limit;         /* max_events and rate, on record stamps */
     ErlNifEnv *env;         /* the header's kept terms below */
     ErlNifEnv *tmp;         /* terms made for one chunk, then cleared */
     ERL_NIF_TERM node, otp_release, version, wrap, tags; /* in env */
 } file_writer;
 
-typedef struct {
+/* A file: what the writer thread uses. It is not the resource but held
+ * by it (file_res), so that a resource freed while its writer still works
+ * does not wait for the writer: the writer ends the file and exits on its
+ * own, and the state is freed when the thread is joined (file_writer_reap). */
+typedef struct file_core {
     tk_recorder *rec;
 
     /* Between callers (flush, close) and the writer thread, under lock. */
@@ -74,7 +82,9 @@ typedef struct {
     uint64_t flush_asked; /* flush requests made ... */
     uint64_t flush_done;  /* ... and completed (all recorded before on disk) */
     bool thread_started, thread_exited;
+    bool joined;            /* by close/1 */
     ErlNifTid tid;
+    struct file_core *next; /* in the list of writers left by freed resources */
 
     /* Counters of the writer, read by stats/1. */
     _Atomic uint64_t on_disk;   /* events written to the files */
@@ -88,15 +98,30 @@ typedef struct {
 
     char *path;
     file_writer w; /* the writer thread's only */
+} file_core;
+
+/* The resource: the tracer state the callbacks get, which starts with its
+ * recorder (TK_RECORDER_CALLBACKS). */
+typedef struct {
+    tk_recorder *rec;
+    file_core *core;
 } file_res;
 
 /* writer.c */
-int file_writer_start(file_lib *lib, file_res *f);
+int file_writer_start(file_lib *lib, file_core *f);
 /* Asks the writer for a flush and waits for it: returns once every event
  * recorded before the call is in the file. */
-void file_writer_flush(file_res *f);
+void file_writer_flush(file_core *f);
 /* Stops the writer (it drains, ends the file and exits) and waits for it. */
-void file_writer_stop(file_res *f);
-void file_writer_free(file_res *f);
+void file_writer_stop(file_core *f);
+/* The resource is gone: the writer stops, drains, ends the file and exits
+ * without anybody waiting; file_writer_reap frees it afterwards. Without a
+ * writer, frees f now. */
+void file_writer_orphan(file_core *f);
+/* Joins and frees the writers left by file_writer_orphan that have exited
+ * (all of them, waiting for those still working, when `all`). */
+void file_writer_reap(bool all);
+/* Frees f (its writer stopped and joined, or never started). */
+void file_core_free(file_core *f);
 
 #endif

@@ -15,25 +15,23 @@
 static void file_dtor(ErlNifEnv *env, void *obj)
 {
     (void)env;
-    file_res *f = obj;
+    file_res *r = obj;
     /* No callback can be running: the VM holds the state term for as long
-     * as any tracee may call us. An unclosed file is ended here. */
-    if (f->rec != NULL)
-        tk_recorder_close(f->rec);
-    file_writer_stop(f);
-    file_writer_free(f);
-    if (f->rec != NULL)
-        tk_recorder_free(f->rec);
-    tk_mem_free(f->path);
-    if (f->cond != NULL)
-        enif_cond_destroy(f->cond);
-    if (f->lock != NULL)
-        enif_mutex_destroy(f->lock);
+     * as any tracee may call us. An unclosed file is ended by its writer,
+     * on its own: this runs on a scheduler, which must not wait for the
+     * disk. */
+    if (r->core == NULL)
+        return;
+    if (r->core->rec != NULL)
+        tk_recorder_close(r->core->rec);
+    file_writer_orphan(r->core);
 }
 
 /* ---- load and upgrade --------------------------------------------------------------- */
 
-#define TK_NIF_UNLOAD_MORE(priv) tk_recorder_lib_free(&((file_lib *)(priv))->rec)
+/* No writer may outlive the code it runs. */
+#define TK_NIF_UNLOAD_MORE(priv)                                           \
+    (file_writer_reap(true), tk_recorder_lib_free(&((file_lib *)(priv))->rec))
 
 static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
                     void *old_priv)
@@ -66,10 +64,10 @@ static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
 #include "tk_niflib.h"
 TK_NIF_LIFE(open_lib)
 
-static file_res *get_file(const file_lib *lib, ErlNifEnv *env, ERL_NIF_TERM t)
+static file_core *get_file(const file_lib *lib, ErlNifEnv *env, ERL_NIF_TERM t)
 {
-    file_res *f;
-    return enif_get_resource(env, t, lib->file_type, (void **)&f) ? f : NULL;
+    file_res *r;
+    return enif_get_resource(env, t, lib->file_type, (void **)&r) ? r->core : NULL;
 }
 
 /* ---- new(Path, {WrapBytes, WrapCount}, MaxTotal, Size, Payload, MaxBytes,
@@ -96,6 +94,7 @@ static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         !enif_get_uint64(env, wrap[0], &wbytes) || !enif_get_uint64(env, wrap[1], &wcount) ||
         wcount > 1000000 || (wcount > 0 && wbytes < 4096) ||
         !enif_get_uint64(env, argv[2], &max_total) ||
+        (max_total != 0 && max_total < TK_FILE_MAX_BYTES_MIN) ||
         tk_recorder_args_get(&lib->rec, env, rargv, &a) != 0 ||
         !enif_get_tuple(env, argv[7], &nm, &meta) || nm != 3 ||
         !enif_is_atom(env, meta[0]) ||
@@ -106,18 +105,27 @@ static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
         (rate_n > 0 && rate_ms == 0))
         return enif_make_badarg(env);
 
-    file_res *f = enif_alloc_resource(lib->file_type, sizeof *f);
-    if (f == NULL)
+    /* Writers of freed resources that have finished are joined here. */
+    file_writer_reap(false);
+    file_res *r = enif_alloc_resource(lib->file_type, sizeof *r);
+    if (r == NULL)
         return enif_raise_exception(env, lib->am_enomem);
+    memset(r, 0, sizeof *r);
+    file_core *f = tk_mem_alloc(sizeof *f);
+    if (f == NULL) {
+        enif_release_resource(r);
+        return enif_raise_exception(env, lib->am_enomem);
+    }
     memset(f, 0, sizeof *f);
+    r->core = f;
     f->w.tf.fd = -1;
     f->lock = enif_mutex_create("tracekit_file");
     f->cond = enif_cond_create("tracekit_file");
     f->path = tk_mem_alloc(path.size + 1);
     f->w.env = enif_alloc_env();
     f->w.tmp = enif_alloc_env();
-    f->rec = tk_recorder_new(a.size, a.policy, a.mode, a.max_bytes, a.tags,
-                             a.all_tags);
+    f->rec = r->rec = tk_recorder_new(a.size, a.policy, a.mode, a.max_bytes,
+                                      a.tags, a.all_tags);
     ERL_NIF_TERM ret;
     if (f->lock == NULL || f->cond == NULL || f->path == NULL ||
         f->w.env == NULL || f->w.tmp == NULL || f->rec == NULL) {
@@ -149,9 +157,9 @@ static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
                                enif_make_atom(env, tk_posix_name(e, name, sizeof name)));
         goto out;
     }
-    ret = enif_make_tuple2(env, lib->rec.am_ok, enif_make_resource(env, f));
+    ret = enif_make_tuple2(env, lib->rec.am_ok, enif_make_resource(env, r));
 out:
-    enif_release_resource(f);
+    enif_release_resource(r);
     return ret;
 }
 
@@ -161,7 +169,7 @@ static ERL_NIF_TERM flush_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 {
     (void)argc;
     file_lib *lib = enif_priv_data(env);
-    file_res *f = get_file(lib, env, argv[0]);
+    file_core *f = get_file(lib, env, argv[0]);
     if (f == NULL)
         return enif_make_badarg(env);
     file_writer_flush(f);
@@ -174,7 +182,7 @@ static ERL_NIF_TERM close_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 {
     (void)argc;
     file_lib *lib = enif_priv_data(env);
-    file_res *f = get_file(lib, env, argv[0]);
+    file_core *f = get_file(lib, env, argv[0]);
     if (f == NULL)
         return enif_make_badarg(env);
     tk_recorder_close(f->rec);
@@ -183,7 +191,7 @@ static ERL_NIF_TERM close_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 }
 
 /* none, or the limit the writer reached: {max_events, N} | {rate, {N, Ms}} */
-static ERL_NIF_TERM limit_term(file_lib *lib, ErlNifEnv *env, file_res *f)
+static ERL_NIF_TERM limit_term(file_lib *lib, ErlNifEnv *env, file_core *f)
 {
     switch (atomic_load(&f->limit_reached)) {
     case TK_LIMIT_MAX:
@@ -202,7 +210,7 @@ static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 {
     (void)argc;
     file_lib *lib = enif_priv_data(env);
-    file_res *f = get_file(lib, env, argv[0]);
+    file_core *f = get_file(lib, env, argv[0]);
     if (f == NULL)
         return enif_make_badarg(env);
     tk_recorder_stats s;
@@ -250,7 +258,7 @@ static ERL_NIF_TERM set_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     file_lib *lib = enif_priv_data(env);
-    file_res *f = get_file(lib, env, argv[0]);
+    file_core *f = get_file(lib, env, argv[0]);
     if (f == NULL || tk_recorder_set(&lib->rec, env, f->rec, argv + 1) != 0)
         return enif_make_badarg(env);
     return lib->rec.am_ok;

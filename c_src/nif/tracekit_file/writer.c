@@ -8,12 +8,14 @@
  * state; flush and close ask it through the lock and wait for it.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "file.h"
 #include "tk_clock.h"
+#include "tk_mem.h"
 
 #define CHUNK_MAX (256 * 1024) /* bytes of a full events chunk */
 #define CHUNK_MIN (4 * 1024)
@@ -32,17 +34,31 @@ static tk_anchor anchor_now(void)
     return (tk_anchor){tk_clock_stamp(), now_ns(CLOCK_REALTIME)};
 }
 
-static void note_error(file_res *f)
+static void note_error(file_core *f)
 {
     atomic_store(&f->write_errors, f->w.tf.write_errors);
     atomic_store(&f->last_errno, f->w.tf.last_errno);
     atomic_store(&f->bytes, f->w.tf.total);
 }
 
+/* Under max_bytes, the last bytes are kept for the chunks that end a
+ * file: a file that reached its size and was closed still ends with its
+ * end chunk (FORMAT.md: without it, a file was cut short), after one lost
+ * chunk that says how much did not fit. The end chunk's map of four
+ * counters takes under 100 bytes. */
+#define END_ROOM 128u
+#define LOST_ROOM (TK_CHUNK_HEAD + 16u)
+
 /* Writes a chunk; 0 when written. Counts what the file layer counted. */
-static int chunk(file_res *f, unsigned type, const void *p, size_t len)
+static int chunk(file_core *f, unsigned type, const void *p, size_t len)
 {
-    int rc = tk_tfile_chunk(&f->w.tf, type, p, len);
+    file_writer *w = &f->w;
+    if (w->max_total != 0)
+        w->tf.max_bytes = w->max_total -
+                          (type == TK_CHUNK_END    ? 0
+                           : type == TK_CHUNK_LOST ? END_ROOM
+                                                   : END_ROOM + LOST_ROOM);
+    int rc = tk_tfile_chunk(&w->tf, type, p, len);
     note_error(f);
     return rc;
 }
@@ -65,7 +81,7 @@ static ERL_NIF_TERM machine(ErlNifEnv *env)
 }
 
 /* The header chunk of the open file (FORMAT.md): an external-format map. */
-static int write_header(file_res *f)
+static int write_header(file_core *f)
 {
     file_writer *w = &f->w;
     ErlNifEnv *env = w->tmp;
@@ -137,23 +153,51 @@ static int imm_map(void *ctx, uint64_t word, int *is_int, int64_t *ival,
     return rc;
 }
 
+/* The bytes of data chunks that max_bytes still allows (SIZE_MAX: no
+ * limit). */
+static size_t data_room(const file_core *f)
+{
+    const file_writer *w = &f->w;
+    if (w->max_total == 0)
+        return SIZE_MAX;
+    uint64_t limit = w->max_total - END_ROOM - LOST_ROOM;
+    return limit > w->tf.total ? (size_t)(limit - w->tf.total) : 0;
+}
+
+/* The most a record of len bytes can add to the dictionary: one entry per
+ * VM word (each at least 5 bytes of the record), an entry at most a
+ * 255-character atom in UTF-8 or a pid of a node with such a name. */
+#define DICT_ENTRY_MAX 1100u
+static size_t dict_worst(size_t len)
+{
+    return (len / 5 + 1) * DICT_ENTRY_MAX;
+}
+
+/* The chunk being built, and its dictionary chunk, in bytes of the file. */
+static size_t built(const file_writer *w)
+{
+    return 2 * TK_CHUNK_HEAD + w->events.len + w->dict.len;
+}
+
 /* Writes the chunk being built (and the dictionary entries before it),
  * then starts the next one. */
-static void write_chunks(file_res *f)
+static void write_chunks(file_core *f)
 {
     file_writer *w = &f->w;
     if (w->nevents == 0)
         return;
-    int rc = 0;
-    if (w->dict_next > w->dict_first) {
+    /* Both chunks, or neither: a dictionary chunk without its events
+     * would only take room. */
+    int rc = built(w) > data_room(f) ? 1 : 0;
+    if (rc == 0 && w->dict_next > w->dict_first) {
         tk_dict_finish(&w->dict, w->dict_next - w->dict_first);
         rc = chunk(f, TK_CHUNK_DICT, w->dict.p, w->dict.len);
-        if (rc != 0) {
-            /* Entries that did not reach the file are forgotten, so that
-             * later records add them again; numbers stay dense. */
-            tk_u64map_clear(&w->words);
-            w->dict_next = w->dict_first;
-        }
+    }
+    if (rc != 0 && w->dict_next > w->dict_first) {
+        /* Entries that did not reach the file are forgotten, so that
+         * later records add them again; numbers stay dense. */
+        tk_u64map_clear(&w->words);
+        w->dict_next = w->dict_first;
     }
     if (rc == 0) {
         tk_anchor a = anchor_now();
@@ -173,7 +217,7 @@ static void write_chunks(file_res *f)
 }
 
 /* A lost chunk for the events refused since the last one. */
-static void note_lost(file_res *f)
+static void note_lost(file_core *f)
 {
     tk_recorder_stats s;
     tk_recorder_stats_get(f->rec, &s);
@@ -188,7 +232,7 @@ static void note_lost(file_res *f)
 
 /* Before the first record of a chunk: in a wrap set, the next file when
  * this one has no room for a full chunk. */
-static void maybe_rotate(file_res *f)
+static void maybe_rotate(file_core *f)
 {
     file_writer *w = &f->w;
     if (w->tf.file_bytes == 0 || tk_tfile_room(&w->tf) >= w->chunk_target + 2 * TK_CHUNK_HEAD)
@@ -201,12 +245,16 @@ static void maybe_rotate(file_res *f)
         (void)write_header(f);
 }
 
-/* One record into the chunk being built. */
-static void add_record(file_res *f, uint64_t stamp, const void *rec, size_t len)
+/* One record into the chunk being built. Under max_bytes, a chunk is
+ * written before it could outgrow the room left, so that the file fills
+ * up to its limit (a whole chunk refused at the end would be lost). */
+static void add_record(file_core *f, uint64_t stamp, const void *rec, size_t len)
 {
     file_writer *w = &f->w;
+    size_t more = TK_EVENTS_REC_HEAD + len;
     if (w->nevents > 0 &&
-        w->events.len + w->dict.len + TK_EVENTS_REC_HEAD + len > w->chunk_target)
+        (w->events.len + w->dict.len + more > w->chunk_target ||
+         built(w) + more + dict_worst(len) > data_room(f)))
         write_chunks(f);
     if (w->nevents == 0)
         maybe_rotate(f);
@@ -220,11 +268,22 @@ static void add_record(file_res *f, uint64_t stamp, const void *rec, size_t len)
         return;
     }
     tk_events_shrink(&w->events, at, len, n);
+    if (w->nevents == 0 && built(w) > data_room(f)) {
+        /* Alone in its chunk, it does not fit: left out, with the entries
+         * it added (forgetting every entry keeps the numbers dense; those
+         * in the file already are added again when used). */
+        tk_events_start(&w->events);
+        tk_u64map_clear(&w->words);
+        w->dict_next = w->dict_first;
+        tk_dict_start(&w->dict, w->dict_first);
+        atomic_fetch_add(&f->refused, 1);
+        return;
+    }
     w->nevents++;
 }
 
 /* Takes what the rings hold now into chunks. Returns the records taken. */
-static size_t take_records(file_res *f)
+static size_t take_records(file_core *f)
 {
     file_writer *w = &f->w;
     const void *p;
@@ -254,7 +313,7 @@ static size_t take_records(file_res *f)
 }
 
 /* The end chunk: the final counters. */
-static void write_end(file_res *f)
+static void write_end(file_core *f)
 {
     ErlNifEnv *env = f->w.tmp;
     tk_recorder_stats s;
@@ -280,7 +339,7 @@ static void write_end(file_res *f)
 
 static void *writer_main(void *arg)
 {
-    file_res *f = arg;
+    file_core *f = arg;
     file_writer *w = &f->w;
     uint64_t served = 0;
     for (;;) {
@@ -326,10 +385,13 @@ static void *writer_main(void *arg)
 
 /* ---- the callers' side ------------------------------------------------------------ */
 
-int file_writer_start(file_lib *lib, file_res *f)
+int file_writer_start(file_lib *lib, file_core *f)
 {
     (void)lib;
     file_writer *w = &f->w;
+    /* tracekit_file:new/1 takes max_bytes of at least 4096: room for
+     * the header and the chunks that end the file. */
+    w->max_total = w->tf.max_bytes;
     w->chunk_target = CHUNK_MAX;
     if (w->tf.file_bytes > 0 && w->tf.file_bytes / 8 < w->chunk_target)
         w->chunk_target = w->tf.file_bytes / 8 > CHUNK_MIN ? w->tf.file_bytes / 8 : CHUNK_MIN;
@@ -349,7 +411,7 @@ int file_writer_start(file_lib *lib, file_res *f)
     return 0;
 }
 
-void file_writer_flush(file_res *f)
+void file_writer_flush(file_core *f)
 {
     enif_mutex_lock(f->lock);
     uint64_t mine = ++f->flush_asked;
@@ -358,7 +420,7 @@ void file_writer_flush(file_res *f)
     enif_mutex_unlock(f->lock);
 }
 
-void file_writer_stop(file_res *f)
+void file_writer_stop(file_core *f)
 {
     if (!f->thread_started)
         return;
@@ -366,13 +428,58 @@ void file_writer_stop(file_res *f)
     bool first = !f->stop;
     f->stop = true;
     enif_mutex_unlock(f->lock);
-    if (first)
+    if (first) {
         enif_thread_join(f->tid, NULL);
-    else
+        enif_mutex_lock(f->lock);
+        f->joined = true;
+        enif_mutex_unlock(f->lock);
+    } else {
         file_writer_flush(f); /* another caller joins; wait for the exit */
+    }
 }
 
-void file_writer_free(file_res *f)
+/* Writers whose resource was freed before close/1 joined them. A static
+ * lock (not the library's private data): it is the same for every
+ * version of the library that shares this code. */
+static pthread_mutex_t orphans_lock = PTHREAD_MUTEX_INITIALIZER;
+static file_core *orphans;
+
+void file_writer_orphan(file_core *f)
+{
+    if (!f->thread_started || f->joined) {
+        file_core_free(f);
+        return;
+    }
+    /* Nobody can call close/1 or flush/1 any more: the resource is gone. */
+    enif_mutex_lock(f->lock);
+    f->stop = true;
+    enif_mutex_unlock(f->lock);
+    pthread_mutex_lock(&orphans_lock);
+    f->next = orphans;
+    orphans = f;
+    pthread_mutex_unlock(&orphans_lock);
+}
+
+void file_writer_reap(bool all)
+{
+    pthread_mutex_lock(&orphans_lock);
+    for (file_core **at = &orphans; *at != NULL;) {
+        file_core *f = *at;
+        enif_mutex_lock(f->lock);
+        bool exited = f->thread_exited;
+        enif_mutex_unlock(f->lock);
+        if (!exited && !all) {
+            at = &f->next;
+            continue;
+        }
+        *at = f->next;
+        enif_thread_join(f->tid, NULL);
+        file_core_free(f);
+    }
+    pthread_mutex_unlock(&orphans_lock);
+}
+
+void file_core_free(file_core *f)
 {
     file_writer *w = &f->w;
     tk_merge_destroy(&w->merge);
@@ -386,4 +493,12 @@ void file_writer_free(file_res *f)
         enif_free_env(w->env);
     if (w->tmp != NULL)
         enif_free_env(w->tmp);
+    if (f->rec != NULL)
+        tk_recorder_free(f->rec);
+    tk_mem_free(f->path);
+    if (f->cond != NULL)
+        enif_cond_destroy(f->cond);
+    if (f->lock != NULL)
+        enif_mutex_destroy(f->lock);
+    tk_mem_free(f);
 }

@@ -1,0 +1,328 @@
+%% tracekit_file used as a hostile user would: paths that are FIFOs,
+%% files crafted to look like trace files, sizes at their limits, base
+%% names in every form, and a file resource dropped while its writer still
+%% has much to write.
+-module(tracekit_file_hostile_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_testcase/2, end_per_testcase/2]).
+-export([fifo_paths/1, crafted_records/1, crafted_headers/1,
+         max_bytes_ends_the_file/1, source_names/1, freed_while_writing/1,
+         new_and_drop_cycles/1]).
+-export([read_crafted/1, drop_while_writing/2, fill_and_forget/1]).
+
+all() ->
+    [fifo_paths, crafted_records, crafted_headers, max_bytes_ends_the_file,
+     source_names, freed_while_writing, new_and_drop_cycles].
+
+init_per_testcase(_, Config) ->
+    Config.
+
+end_per_testcase(_, _) ->
+    ok.
+
+path(Config, Name) ->
+    filename:join(?config(priv_dir, Config), Name).
+
+%% F() in a process of its own, or hang after Ms.
+within(Ms, F) ->
+    Self = self(),
+    P = spawn(fun() -> Self ! {self(), F()} end),
+    receive
+        {P, R} -> R
+    after Ms ->
+        exit(P, kill),
+        hang
+    end.
+
+peer(Args) ->
+    Paths = [filename:dirname(code:which(M)) || M <- [tracekit_file, ?MODULE]],
+    {ok, Peer, _} = peer:start_link(#{connection => standard_io,
+                                      args => Args ++ lists:append([["-pa", P] || P <- Paths])}),
+    Peer.
+
+%% A FIFO as the file to write or to read: opening one waits for the other
+%% end, and that wait must not be a scheduler's (new/1 and the reader ran
+%% on dirty I/O schedulers, stuck there for good). Writing to one is
+%% refused: its reader could make close/1 wait forever.
+fifo_paths(Config) ->
+    Fifo = path(Config, "fifo"),
+    "" = os:cmd("mkfifo " ++ Fifo),
+    ?assertEqual({error, {file, Fifo, espipe}},
+                 within(5000, fun() -> tracekit_file:new(#{path => Fifo}) end)),
+    %% The first file of a wrap set.
+    "" = os:cmd("mkfifo " ++ Fifo ++ "set.0"),
+    ?assertEqual({error, {file, Fifo ++ "set", espipe}},
+                 within(5000, fun() -> tracekit_file:new(#{path => Fifo ++ "set",
+                                                            wrap => {8192, 2}}) end)),
+    ?assertEqual({error, not_a_trace},
+                 within(5000, fun() -> tracekit_core:file_open(list_to_binary(Fifo)) end)),
+    %% A FIFO in a list of sources (files/1 leaves it out when it is not a
+    %% regular file, the reader refuses it when it is given as one).
+    ?assertMatch({error, _, []},
+                 within(5000, fun() -> tracekit_file:read([Fifo]) end)),
+    %% With a reader at the other end: refused as well, and nothing waits.
+    Port = open_port({spawn, "cat " ++ Fifo ++ " > /dev/null"}, []),
+    timer:sleep(200),
+    ?assertEqual({error, {file, Fifo, espipe}},
+                 within(5000, fun() -> tracekit_file:new(#{path => Fifo}) end)),
+    try port_close(Port) catch error:badarg -> ok end,
+    %% Devices are files: /dev/null takes everything.
+    {ok, F} = tracekit_file:new(#{path => "/dev/null"}),
+    ok = tracekit_file:close(F).
+
+%% ---- crafted files ------------------------------------------------------------
+
+crc32c(Bin) ->
+    bnot crc32c(Bin, 16#FFFFFFFF) band 16#FFFFFFFF.
+
+crc32c(<<>>, C) -> C;
+crc32c(<<B, R/binary>>, C) ->
+    crc32c(R, lists:foldl(fun(_, X) when X band 1 =:= 1 -> (X bsr 1) bxor 16#82F63B78;
+                             (_, X) -> X bsr 1
+                          end, C bxor B, lists:seq(1, 8))).
+
+chunk(Type, P) ->
+    H = <<Type, 0, 0:16, (byte_size(P)):32/little>>,
+    <<16#4B434B54:32/little, H/binary, (crc32c(<<H/binary, P/binary>>)):32/little, P/binary>>.
+
+events_chunk(Recs) ->
+    chunk(3, <<0:64, 0:64, (length(Recs)):32/little,
+               (<< <<(byte_size(R)):32/little, 0:64, R/binary>> || R <- Recs >>)/binary>>).
+
+%% The header of a real file, as a map.
+real_header(Dir) ->
+    Path = filename:join(Dir, "real.tkt"),
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    ok = tracekit_file:close(F),
+    {ok, <<"TKTRACE1", 16#4B434B54:32/little, 1, _, _:16, L:32/little, C:32/little,
+           P:L/binary, _/binary>>} = file:read_file(Path),
+    ?assertEqual(C, crc32c(<<1, 0, 0:16, L:32/little, P/binary>>)),
+    binary_to_term(P).
+
+write(Path, Chunks) ->
+    ok = file:write_file(Path, [<<"TKTRACE1">> | Chunks]),
+    Path.
+
+%% Records whose terms are a VM's own words (tags 1 and 2, which never
+%% appear in a file): the reader took the words for terms, and the VM
+%% crashed on the first one that was not a valid term. On a peer, so that
+%% a crash fails only this case.
+crafted_records(Config) ->
+    Dir = ?config(priv_dir, Config),
+    H = chunk(1, term_to_binary(real_header(Dir))),
+    Recs = [{"imm.tkt", <<0, 0, 1, 16#deadbeefcafe:64/little, 1, 16#12345678fff:64/little>>},
+            {"imm32.tkt", <<0, 0, 2, 3:32/little, 2, 7:32/little>>},
+            {"imm_deep.tkt", <<0, 0, 8, 1:32/little, 1, 16#41:64/little, 0>>}],
+    Files = [write(filename:join(Dir, N), [H, events_chunk([R])]) || {N, R} <- Recs],
+    Peer = peer([]),
+    Results = peer:call(Peer, ?MODULE, read_crafted, [Files], 30000),
+    peer:stop(Peer),
+    [?assertEqual({error, {corrupt, File, 8 + byte_size(H)}, []}, R)
+     || {File, R} <- lists:zip(Files, Results)].
+
+read_crafted(Files) ->
+    [tracekit_file:read(File) || File <- Files].
+
+%% Headers whose numbers are not what the decoder takes (negative, too
+%% big, not numbers): the file is damaged, not an exception out of read/1.
+crafted_headers(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Hd = real_header(Dir),
+    Ev = events_chunk([]),
+    Bad = [Hd#{anchor => {-1, -5}}, Hd#{anchor => {1 bsl 70, 0}},
+           Hd#{anchor => {0, 1 bsl 64}}, Hd#{stamp_hz => foo},
+           Hd#{stamp_hz => -1}, Hd#{stamp_hz => 1 bsl 64}, Hd#{anchor => x}],
+    lists:foldl(
+      fun(H, I) ->
+              File = write(filename:join(Dir, "hdr" ++ integer_to_list(I)),
+                           [chunk(1, term_to_binary(H)), Ev]),
+              ?assertEqual({error, {corrupt, File, 8}, []}, tracekit_file:read(File)),
+              {error, {skipped, [{File, 8, eof}]}, []} =
+                  tracekit_file:fold(fun(E, A) -> [E | A] end, [], File, #{damaged => skip}),
+              I + 1
+      end, 0, Bad).
+
+%% The types of the chunks of a file, in order.
+chunk_types(Path) ->
+    {ok, <<"TKTRACE1", Rest/binary>>} = file:read_file(Path),
+    chunk_types(Rest, []).
+
+chunk_types(<<>>, Acc) ->
+    lists:reverse(Acc);
+chunk_types(<<16#4B434B54:32/little, Type, _, _:16, L:32/little, _:32, _:L/binary,
+              Rest/binary>>, Acc) ->
+    chunk_types(Rest, [Type | Acc]).
+
+%% max_bytes at its limit: too small for a header is a bad option (it was
+%% {file, Path, enomem}); a file that reaches it, once closed, still ends
+%% with its end chunk (FORMAT.md: without one, the file was cut short), and
+%% never holds more than max_bytes.
+max_bytes_ends_the_file(Config) ->
+    Path = path(Config, "max.tkt"),
+    [?assertEqual({error, {badopt, {max_bytes, N}}},
+                  tracekit_file:new(#{path => Path, max_bytes => N}))
+     || N <- [1, 30, 4095]],
+    [begin
+         {ok, F} = tracekit_file:new(#{path => Path, max_bytes => Max}),
+         S = trace:session_create(max_bytes, {tracekit_file, F}, []),
+         Self = self(),
+         P = spawn(fun() -> receive go -> ok end,
+                            [self() ! {n, I, <<I:256>>} || I <- lists:seq(1, 5000)],
+                            Self ! {done, self()} end),
+         1 = trace:process(S, P, true, [send]),
+         P ! go,
+         receive {done, P} -> ok end,
+         trace:session_destroy(S),
+         ok = tracekit_file:close(F),
+         #{written := W, dropped := D, buffered := 0, over := 0, bytes := Bytes} =
+             tracekit_file:stats(F),
+         ?assertEqual(5001, W + D),
+         ?assert(D > 0),
+         ?assert(Bytes =< Max),
+         ?assert(W > 0),
+         ?assert(Bytes > Max - 1000), % filled up to its limit
+         ?assertEqual(Bytes, filelib:file_size(Path)),
+         Types = chunk_types(Path),
+         ct:log("max_bytes ~p: ~p written, ~p dropped, chunks ~w", [Max, W, D, Types]),
+         ?assertEqual(5, lists:last(Types)),
+         ?assert(lists:member(4, Types)), % a lost chunk says events are missing
+         {ok, Evs} = tracekit_file:read(Path),
+         ?assertEqual(W, length(Evs))
+     end || Max <- [4096, 5000, 20000]],
+    ok.
+
+%% A source in every form a file name takes: a wrap set's base name as a
+%% binary (it crashed in ++), an atom, a unicode name; and
+%% terms that are no file name at all (a function clause in filename).
+source_names(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Base = filename:join(Dir, "wräp"),
+    {ok, F} = tracekit_file:new(#{path => Base, wrap => {8192, 3}}),
+    S = trace:session_create(names, {tracekit_file, F}, []),
+    Self = self(),
+    P = spawn(fun() -> receive go -> ok end,
+                       [self() ! {n, I} || I <- lists:seq(1, 2000)],
+                       Self ! {done, self()} end),
+    1 = trace:process(S, P, true, [send]),
+    P ! go,
+    receive {done, P} -> ok end,
+    trace:session_destroy(S),
+    ok = tracekit_file:close(F),
+    {ok, Evs} = tracekit_file:read(Base),
+    ?assert(length(Evs) > 10),
+    Bin = unicode:characters_to_binary(Base, unicode, file:native_name_encoding()),
+    ?assertEqual({ok, Evs}, tracekit_file:read(Bin)),
+    ?assertEqual({ok, Evs}, tracekit_file:read([Bin])),
+    ?assertEqual({ok, Evs}, tracekit_file:read(list_to_atom(Base))),
+    [?assertEqual({error, {no_files, T}, []}, tracekit_file:read(T))
+     || T <- [42, {a, b}, self(), #{}, 1.5]],
+    ?assertEqual({error, {no_files, <<"/no/such/base">>}, []},
+                 tracekit_file:read(<<"/no/such/base">>)).
+
+%% The last reference to a file dropped while its writer has a full
+%% buffer to write: the resource's destructor waited for the writer, on
+%% whichever scheduler freed it, for as long as writing took. On a peer
+%% with one scheduler, a process that ticks every millisecond sees how
+%% long the scheduler was held; the file is still ended by its writer.
+freed_while_writing(Config) ->
+    Path = path(Config, "freed.tkt"),
+    Peer = peer(["+S", "1"]),
+    Result = peer:call(Peer, ?MODULE, drop_while_writing, [Path, 64 bsl 20], 60000),
+    peer:stop(Peer),
+    {Gap, Drain, Buffered} = Result,
+    ct:log("buffered ~p events, ended after ~p ms; the scheduler was held ~p ms at most",
+           [Buffered, Drain, Gap]),
+    ?assertEqual(5, lists:last(chunk_types(Path))),
+    file:delete(Path),
+    %% Only meaningful when writing took a while.
+    ?assert(Drain >= 100 orelse Buffered < 20000),
+    ?assert(Gap < max(50, Drain div 2)).
+
+drop_while_writing(Path, Buffer) ->
+    Self = self(),
+    Holder = spawn(fun() -> fill_and_forget({Self, Path, Buffer}) end),
+    Buffered = receive {filled, Holder, B} -> B end,
+    Ticker = spawn(fun() -> tick(erlang:monotonic_time(millisecond), 0) end),
+    timer:sleep(50),
+    T0 = erlang:monotonic_time(millisecond),
+    exit(Holder, kill), % its reference, the last, goes with it
+    Drain = wait_end(Path, T0, 30000),
+    Ticker ! {gap, self()},
+    Gap = receive {gap, G} -> G end,
+    {Gap, Drain, Buffered}.
+
+fill_and_forget({Parent, Path, Buffer}) ->
+    {ok, F} = tracekit_file:new(#{path => Path, buffer => Buffer}),
+    S = trace:session_create(freed, {tracekit_file, F}, []),
+    P = spawn(fun() -> send_loop(<<0:8000>>) end),
+    1 = trace:process(S, P, true, [send]),
+    %% Until the ring is full: the writer cannot keep up with this.
+    wait_full(F, 200),
+    exit(P, kill),
+    trace:session_destroy(S),
+    #{buffered := B} = tracekit_file:stats(F),
+    Parent ! {filled, self(), B},
+    receive never -> F end.
+
+wait_full(_, 0) ->
+    ok;
+wait_full(F, N) ->
+    case tracekit_file:stats(F) of
+        #{dropped := D} when D > 0 -> ok;
+        _ -> timer:sleep(10), wait_full(F, N - 1)
+    end.
+
+send_loop(B) ->
+    self() ! B,
+    receive _ -> ok end,
+    send_loop(B).
+
+tick(Last, Max) ->
+    receive
+        {gap, P} -> P ! {gap, Max}
+    after 1 ->
+        Now = erlang:monotonic_time(millisecond),
+        tick(Now, max(Max, Now - Last))
+    end.
+
+%% Milliseconds from T0 until the file ends with its end chunk.
+wait_end(Path, T0, Left) when Left > 0 ->
+    case try lists:last(chunk_types(Path)) catch error:_ -> none end of
+        5 -> erlang:monotonic_time(millisecond) - T0;
+        _ -> timer:sleep(5), wait_end(Path, T0, Left - 5)
+    end.
+
+%% Files made and dropped without close, then made and closed, many
+%% times: no thread, descriptor or memory stays behind (the writers of
+%% dropped files end on their own and are joined later).
+new_and_drop_cycles(Config) ->
+    Path = path(Config, "cycle.tkt"),
+    Count = fun(D) -> {ok, L} = file:list_dir(D), length(L) end,
+    Cycle = fun() ->
+                    [begin
+                         {ok, _} = tracekit_file:new(#{path => Path, buffer => 4096}),
+                         {ok, F} = tracekit_file:new(#{path => Path, buffer => 4096}),
+                         ok = tracekit_file:close(F)
+                     end || _ <- lists:seq(1, 200)],
+                    erlang:garbage_collect(),
+                    timer:sleep(300),
+                    {ok, F} = tracekit_file:new(#{path => Path, buffer => 4096}),
+                    ok = tracekit_file:close(F)
+            end,
+    Cycle(),
+    Fds0 = Count("/proc/self/fd"),
+    Threads0 = Count("/proc/self/task"),
+    Mem0 = erlang:memory(total),
+    Cycle(),
+    Cycle(),
+    Fds1 = Count("/proc/self/fd"),
+    Threads1 = Count("/proc/self/task"),
+    Mem1 = erlang:memory(total),
+    ct:log("fds ~p -> ~p, threads ~p -> ~p, memory ~p -> ~p",
+           [Fds0, Fds1, Threads0, Threads1, Mem0, Mem1]),
+    ?assert(Fds1 =< Fds0 + 2),
+    ?assert(Threads1 =< Threads0),
+    ?assert(Mem1 < Mem0 + 4000000).
