@@ -192,35 +192,46 @@ pad3(N) -> integer_to_binary(N).
 
 run(Mode, Source, Dest, Opts) when is_map(Opts) ->
     case check_opts(Opts) of
-        ok ->
-            case open_dest(Dest) of
-                {ok, Out, Close} ->
-                    St0 = #st{mode = Mode, out = Out, names = maps:get(names, Opts, #{})},
-                    try
-                        St1 = start(St0),
-                        Fun = fun(E, St) -> event(E, St) end,
-                        {Result, St2} = case fold_source(Fun, St1, Source) of
-                                            {ok, S} -> {ok, S};
-                                            {error, R, S} -> {{error, R}, S}
-                                        end,
-                        St3 = flush(finish(St2), true),
-                        case Result of
-                            ok -> {ok, St3#st.n};
-                            Error -> Error
-                        end
-                    catch
-                        throw:{tracekit_export, Why} -> {error, Why}
-                    after
-                        Close()
-                    end;
-                {error, _} = Error ->
-                    Error
+        ok when not (is_list(Source) orelse is_binary(Source) orelse is_atom(Source)
+                     orelse is_reference(Source)) ->
+            {error, {bad_source, Source}};
+        ok when is_list(Source) ->
+            case source_kind(Source) of
+                bad -> {error, {bad_source, Source}};
+                _ -> run1(Mode, Source, Dest, Opts)
             end;
+        ok ->
+            run1(Mode, Source, Dest, Opts);
         Error ->
             Error
     end;
 run(_Mode, _Source, _Dest, Opts) ->
     {error, {bad_option, Opts}}.
+
+run1(Mode, Source, Dest, Opts) ->
+    case open_dest(Dest) of
+        {ok, Out, Close} ->
+            St0 = #st{mode = Mode, out = Out, names = maps:get(names, Opts, #{})},
+            try
+                St1 = start(St0),
+                Fun = fun(E, St) -> event(E, St) end,
+                {Result, St2} = case fold_source(Fun, St1, Source) of
+                                    {ok, S} -> {ok, S};
+                                    {error, R, S} -> {{error, R}, S}
+                                end,
+                St3 = flush(finish(St2), true),
+                case Result of
+                    ok -> {ok, St3#st.n};
+                    Error -> Error
+                end
+            catch
+                throw:{tracekit_export, Why} -> {error, Why}
+            after
+                Close()
+            end;
+        {error, _} = Error ->
+            Error
+    end.
 
 check_opts(Opts) ->
     case maps:to_list(maps:remove(names, Opts)) of
@@ -1064,26 +1075,22 @@ binary_text(B) ->
             end
     end.
 
+%% UTF-8 of printable latin-1 code points, one of them at least 128 (the
+%% shell's default printable range, +pc latin1).
 utf8_printable(B) ->
     case unicode:characters_to_list(B, utf8) of
         L when is_list(L) ->
-            lists:any(fun(C) -> C > 127 end, L) andalso lists:all(fun printable_unicode/1, L);
+            lists:any(fun(C) -> C > 127 end, L) andalso lists:all(fun printable_latin1/1, L);
         _ ->
             false
     end.
 
-printable_unicode(C) when C >= 32, C =< 126 -> true;
-printable_unicode(C) when C >= 160, C =< 16#D7FF -> true;
-printable_unicode(C) when C >= 16#E000, C =< 16#FFFD -> true;
-printable_unicode(C) when C >= 16#10000, C =< 16#10FFFF -> true;
-printable_unicode(C) when C >= 8, C =< 13 -> true;
-printable_unicode(27) -> true;
-printable_unicode(_) -> false.
+printable_latin1(C) ->
+    (C >= 32 andalso C =< 126) orelse (C >= 160 andalso C =< 255)
+        orelse (C >= 8 andalso C =< 13) orelse C =:= 27.
 
 latin1_printable(B) ->
-    lists:all(fun(C) -> (C >= 32 andalso C =< 126) orelse C >= 160
-                            orelse (C >= 8 andalso C =< 13) orelse C =:= 27
-              end, binary_to_list(B)).
+    lists:all(fun printable_latin1/1, binary_to_list(B)).
 
 %% A code point in a quoted atom or string (EXPORTS.md 1.3).
 char_esc($\\, _Q) -> <<"\\\\">>;

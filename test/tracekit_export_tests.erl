@@ -1,0 +1,439 @@
+%% tracekit_export: the term text against the shell's, the float rule of
+%% EXPORTS.md against an independent implementation of it, the exports of
+%% a traced workload parsed back (slices nest, flows pair, folded weights
+%% add up to the time in calls), files against lists, errors.
+-module(tracekit_export_tests).
+
+-include_lib("eunit/include/eunit.hrl").
+
+-export([server/0, work/1, fib/1]).
+
+%%% ---- term text ------------------------------------------------------------------
+
+shell(T) -> unicode:characters_to_binary(io_lib:format("~0tp", [T])).
+text(T) -> tracekit_export:term_text(T, node()).
+
+%% Terms on which the exports' text is the shell's own.
+same_as_shell_test_() ->
+    Terms = [0, -17, 1 bsl 70, 1.0, 0.1, -0.0, 1.0e15, 1.0e-5, 123456.0, 2.5e-323,
+             ok, 'Hello', 'hello world', 'a@b', '', 'a;b', 'ü', 'Ä', 'aé', 'maybe', 'else', 'end',
+             '\n', 'a\x01', '\x{1F600}', '...',
+             [], "abc", "a\"b\\c\n\t", "é", [1, 2, 3], [97, 1], [a | b], [a, b | c], [[]],
+             {}, {a, "b", <<"c">>}, <<>>, <<"abc">>, <<"hé"/utf8>>, <<"h", 233>>, <<1, 2, 255>>,
+             <<0:3>>, <<1, 2:3>>, <<"x\"y">>, <<"\x{1F600}"/utf8>>,
+             self(), make_ref(), hd(erlang:ports()), fun lists:map/2, fun() -> ok end,
+             fun(X) -> X end, #{}, #{a => 1}, {'...', <<"ab">>, 1000},
+             [{'$gen_call', {self(), [alias | make_ref()]}, {get, k}}]],
+    [?_assertEqual(shell(T), text(T)) || T <- Terms].
+
+%% Map keys in term order (the shell's order is the map's own).
+map_order_test() ->
+    ?assertEqual(<<"#{1 => a,1.0 => b,x => c,\"s\" => d,<<1>> => e}">>,
+                 text(#{<<1>> => e, "s" => d, x => c, 1.0 => b, 1 => a})),
+    Big = maps:from_list([{I, I} || I <- lists:seq(40, 1, -1)]),
+    Expected = iolist_to_binary(["#{", lists:join(",", [[integer_to_list(I), " => ",
+                                                          integer_to_list(I)]
+                                                         || I <- lists:seq(1, 40)]), "}"]),
+    ?assertEqual(Expected, text(Big)).
+
+%% Pids, ports and references of another node carry its name.
+remote_test() ->
+    P = c:pid(0, 84, 0),
+    ?assertEqual(<<"<0.84.0>">>, text(P)),
+    ?assertEqual(<<"<", (atom_to_binary(node()))/binary, ".84.0>">>,
+                 tracekit_export:term_text(P, 'other@host')).
+
+%% EXPORTS.md 1.2, built from its words: the shortest digits that read
+%% back, scientific from 2^53, else the shorter of the two forms,
+%% decimal on a tie.
+spec_float(F) when F < 0; F == 0, is_float(F) ->
+    case <<F/float>> of
+        <<1:1, _/bitstring>> -> "-" ++ spec_float(-F);
+        _ -> spec_float1(F)
+    end;
+spec_float(F) ->
+    spec_float1(F).
+
+spec_float1(F) when F == 0 -> "0.0";
+spec_float1(F) ->
+    {Digits, E} = hd([{D, Ex} || N <- lists:seq(1, 17),
+                                 {D, Ex} <- [sci(F, N)], reads_back(sci_text(D, Ex), F)]),
+    N = length(Digits),
+    Dec = if E >= N - 1 -> Digits ++ lists:duplicate(E - (N - 1), $0) ++ ".0";
+             E >= 0 -> lists:sublist(Digits, E + 1) ++ "." ++ lists:nthtail(E + 1, Digits);
+             true -> "0." ++ lists:duplicate(-E - 1, $0) ++ Digits
+          end,
+    Sci = sci_text(Digits, E),
+    case F >= 9007199254740992.0 orelse length(Sci) < length(Dec) of
+        true -> Sci;
+        false -> Dec
+    end.
+
+reads_back(Text, F) ->
+    try list_to_float(Text) == F
+    catch error:badarg -> false                 % beyond the largest double
+    end.
+
+sci(F, N) ->
+    S = float_to_list(F, [{scientific, N - 1}]),
+    [Mant, Exp] = string:split(S, "e"),
+    Digits = [C || C <- Mant, C =/= $.],
+    {string:trim(Digits, trailing, "0") ++ case string:trim(Digits, trailing, "0") of
+                                                "" -> "0";
+                                                _ -> ""
+                                            end, list_to_integer(string:trim(Exp, leading, "+"))}.
+
+sci_text([D], E) -> [D] ++ ".0e" ++ integer_to_list(E);
+sci_text([D | Ds], E) -> [D, $. | Ds] ++ "e" ++ integer_to_list(E).
+
+float_rule_test() ->
+    rand:seed(exsss, {1, 2, 3}),
+    Fixed = [1.0, 100.0, 1000.0, 123456.0, 0.0001, 0.00012, 1.0e-5, 12345.678, 5.0e-324,
+             1.7976931348623157e308, 0.1, 1.0e21, -2.5, -0.0, 0.0, 7.568818839226578e16,
+             1234567890123456.0, 1.0e16, 9999999999999998.0, 9007199254740990.0,
+             9007199254740992.0, 4503599627370497.5],
+    Random = [begin <<F/float>> = <<(rand:uniform(1 bsl 62)):64>>, F end || _ <- lists:seq(1, 300)]
+        ++ [rand:uniform() * math:pow(10, rand:uniform(40) - 20) || _ <- lists:seq(1, 300)],
+    [?assertEqual({F, list_to_binary(spec_float(F))}, {F, text(F)}) || F <- Fixed ++ Random].
+
+%%% ---- JSON ---------------------------------------------------------------------
+
+%% Strings survive a JSON parser whatever their bytes; the clean JSON
+%% mapping is what EXPORTS.md 1.7 says.
+jsonl_terms_test() ->
+    Msgs = [<<"plain">>, <<"q\"b\\s/\n\r\t\b\f\x01\x7f">>, <<"é ✓"/utf8>>, <<255, 0>>,
+            true, false, null, 'hello world', 42, 1 bsl 53, -(1 bsl 53) + 1, 1.5, "list",
+            {tuple, 1}],
+    Me = self(),
+    Events = [{trace, Me, 'receive', M} || M <- Msgs],
+    Lines = jsonl_lines(Events),
+    ?assertEqual(length(Msgs), length(Lines)),
+    Got = [maps:get(<<"msg">>, L) || L <- Lines],
+    Expected = [#{<<"erl">> => text(M)} || M <- Msgs],
+    ?assertEqual(Expected, [maps:with([<<"erl">>], G) || G <- Got]),
+    ?assertEqual([<<"plain">>, <<"q\"b\\s/\n\r\t\b\f\x01\x7f">>, <<"é ✓"/utf8>>, none,
+                  true, false, <<"null">>, <<"hello world">>, 42, none, -(1 bsl 53) + 1, 1.5,
+                  none, none],
+                 [maps:get(<<"json">>, G, none) || G <- Got]).
+
+jsonl_lines(Events) ->
+    {ok, Bin} = export(jsonl, Events),
+    [json:decode(L) || L <- binary:split(Bin, <<"\n">>, [global, trim_all])].
+
+export(Fun, Source) ->
+    export(Fun, Source, #{}).
+
+export(Fun, Source, Opts) ->
+    File = tmp(atom_to_list(Fun)),
+    try
+        {ok, _} = tracekit_export:Fun(Source, File, Opts),
+        file:read_file(File)
+    after
+        file:delete(File)
+    end.
+
+tmp(Name) ->
+    filename:join(os:getenv("TMPDIR", "/tmp"),
+                  "tracekit_export_" ++ Name ++ "_" ++ integer_to_list(erlang:unique_integer([positive]))).
+
+%% EXPORTS.md 2: fields in order, time and ts.
+jsonl_fields_test() ->
+    Me = self(),
+    To = c:pid(0, 5, 0),
+    Events = [{trace_ts, Me, send, hello, To, {1700, 1, 5}},
+              {trace_ts, Me, call, {lists, seq, [1, 2]}, 3, {1700, 1, 9}},
+              {trace, Me, return_from, {lists, seq, 2}, [1, 2]},
+              {seq_trace, 7, {send, {0, 1}, Me, To, hi}},
+              not_an_event],
+    {ok, Bin} = export(jsonl, Events),
+    Me_ = text(Me),
+    ?assertEqual(
+       <<"{\"i\":1,\"kind\":\"trace\",\"node\":\"", (atom_to_binary(node()))/binary,
+         "\",\"time_us\":0.000,\"ts\":\"{1700,1,5}\",\"ts_ns\":1700000001000005000,\"tag\":\"send\","
+         "\"pid\":\"", Me_/binary, "\",\"msg\":{\"erl\":\"hello\",\"json\":\"hello\"},"
+         "\"to\":{\"erl\":\"<0.5.0>\"}}\n"
+         "{\"i\":2,\"kind\":\"trace\",\"node\":\"", (atom_to_binary(node()))/binary,
+         "\",\"time_us\":4.000,\"ts\":\"{1700,1,9}\",\"ts_ns\":1700000001000009000,\"tag\":\"call\","
+         "\"pid\":\"", Me_/binary, "\",\"mfa\":\"lists:seq/2\",\"args\":{\"erl\":\"[1,2]\"},"
+         "\"rest\":[{\"erl\":\"3\",\"json\":3}]}\n"
+         "{\"i\":3,\"kind\":\"trace\",\"node\":\"", (atom_to_binary(node()))/binary,
+         "\",\"time_us\":4.000,\"ts\":null,\"tag\":\"return_from\",\"pid\":\"", Me_/binary,
+         "\",\"mfa\":\"lists:seq/2\",\"value\":{\"erl\":\"[1,2]\"}}\n"
+         "{\"i\":4,\"kind\":\"seq_trace\",\"node\":\"", (atom_to_binary(node()))/binary,
+         "\",\"time_us\":4.000,\"ts\":null,\"tag\":\"send\",\"pid\":\"", Me_/binary,
+         "\",\"label\":{\"erl\":\"7\",\"json\":7},\"serial\":[0,1],\"from\":{\"erl\":\"", Me_/binary,
+         "\"},\"to\":{\"erl\":\"<0.5.0>\"},\"msg\":{\"erl\":\"hi\",\"json\":\"hi\"}}\n"
+         "{\"i\":5,\"kind\":\"other\",\"term\":{\"erl\":\"not_an_event\",\"json\":\"not_an_event\"}}\n">>,
+       Bin).
+
+%% Without timestamps: one microsecond per event, from 0.
+untimed_clock_test() ->
+    Me = self(),
+    Lines = jsonl_lines([{trace, Me, 'receive', I} || I <- lists:seq(1, 5)]
+                        ++ [{trace_ts, Me, 'receive', x, 5000000}, {trace, Me, 'receive', y}]),
+    ?assertEqual([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 5.0], [maps:get(<<"time_us">>, L) || L <- Lines]).
+
+%% The exact Chrome output of a small trace (EXPORTS.md 3).
+chrome_bytes_test() ->
+    A = c:pid(0, 80, 0),
+    B = c:pid(0, 81, 0),
+    N = atom_to_binary(node()),
+    Events = [{trace_ts, A, call, {m, f, [1]}, 1000},
+              {trace_ts, A, send, ping, B, 2000},
+              {trace_ts, B, 'receive', ping, 3500},
+              {trace_ts, B, register, srv, 3600},
+              {trace_ts, A, return_from, {m, f, 1}, ok, 4000},
+              {trace_ts, A, exit, normal, 5000}],
+    {ok, Bin} = export(chrome, Events),
+    Expected = iolist_to_binary(
+                 ["{\"traceEvents\":[\n",
+                  "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"", N, "\"}},\n",
+                  "{\"ph\":\"M\",\"pid\":1,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"<0.80.0>\"}},\n",
+                  "{\"ph\":\"B\",\"pid\":1,\"tid\":1,\"ts\":0.000,\"cat\":\"call\",\"name\":\"m:f/1\",\"args\":{\"args\":\"[1]\"}},\n",
+                  "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":1.000,\"dur\":0.000,\"cat\":\"msg\",\"name\":\"send\",\"args\":{\"msg\":\"ping\",\"to\":\"<0.81.0>\"}},\n",
+                  "{\"ph\":\"s\",\"pid\":1,\"tid\":1,\"ts\":1.000,\"cat\":\"msg\",\"name\":\"message\",\"id\":1},\n",
+                  "{\"ph\":\"M\",\"pid\":1,\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":\"<0.81.0>\"}},\n",
+                  "{\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":2.500,\"dur\":0.000,\"cat\":\"msg\",\"name\":\"receive\",\"args\":{\"msg\":\"ping\"}},\n",
+                  "{\"ph\":\"f\",\"bp\":\"e\",\"pid\":1,\"tid\":2,\"ts\":2.500,\"cat\":\"msg\",\"name\":\"message\",\"id\":1},\n",
+                  "{\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":2,\"ts\":2.600,\"cat\":\"proc\",\"name\":\"register\",\"args\":{\"name\":\"srv\"}},\n",
+                  "{\"ph\":\"M\",\"pid\":1,\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":\"<0.81.0> (srv)\"}},\n",
+                  "{\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":3.000,\"cat\":\"call\",\"name\":\"m:f/1\",\"args\":{\"return\":\"ok\"}},\n",
+                  "{\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":1,\"ts\":4.000,\"cat\":\"proc\",\"name\":\"exit\",\"args\":{\"reason\":\"normal\"}}\n",
+                  "],\"otherData\":{\"format\":\"tracekit-export\",\"version\":1,\"events\":6,\"time_zero_ns\":1000}}\n"]),
+    ?assertEqual(Expected, Bin).
+
+chrome_empty_test() ->
+    ?assertEqual({ok, <<"{\"traceEvents\":[\n],\"otherData\":{\"format\":\"tracekit-export\","
+                        "\"version\":1,\"events\":0,\"time_zero_ns\":null}}\n">>},
+                 export(chrome, [])),
+    ?assertEqual({ok, <<>>}, export(folded, [])),
+    ?assertEqual({ok, <<>>}, export(jsonl, [])).
+
+%% Folded: stacks weighted by time, sorted, rounding half up, the node
+%% first when there are several.
+folded_bytes_test() ->
+    A = c:pid(0, 80, 0),
+    Events = [{trace_ts, A, call, {m, f, []}, 0},
+              {trace_ts, A, call, {m, g, [x]}, 1000},
+              {trace_ts, A, return_from, {m, g, 1}, ok, 3499},
+              {trace_ts, A, 'receive', hi, 3600},
+              {trace_ts, A, return_from, {m, f, 0}, ok, 5000},
+              {trace_ts, A, call, {m, 'a;b', []}, 6000},
+              {trace_ts, A, 'receive', late, 6400}],
+    %% f: 1000 + 101 + 1400 ns -> 3 us; g: 2499 ns -> 2 us; 'a;b': 400 ns
+    %% rounds to 0 and is left out.
+    ?assertEqual({ok, <<"<0.80.0>;m:f/0 3\n<0.80.0>;m:f/0;m:g/1 2\n">>}, export(folded, Events)),
+    %% 'a;b' for 1000 ns: its ; becomes _; ' sorts before f.
+    Later = lists:droplast(Events) ++ [{trace_ts, A, 'receive', late, 7000}],
+    ?assertEqual({ok, <<"<0.80.0>;m:'a_b'/0 1\n<0.80.0>;m:f/0 3\n<0.80.0>;m:f/0;m:g/1 2\n">>},
+                 export(folded, Later)),
+    %% Two nodes: the node's name first.
+    Remote = tracekit_test_remote_pid(),
+    Two = Later ++ [{trace_ts, Remote, call, {m, h, []}, 8000}, {trace_ts, Remote, 'receive', x, 10000}],
+    {ok, Bin} = export(folded, Two),
+    N = atom_to_binary(node()),
+    ?assertEqual(<<"nohost@remote;<0.7.0>;m:h/0 2\n", N/binary, ";<0.80.0>;m:'a_b'/0 1\n",
+                   N/binary, ";<0.80.0>;m:f/0 3\n", N/binary, ";<0.80.0>;m:f/0;m:g/1 2\n">>, Bin).
+
+%% A pid of node nohost@remote, built from its external format.
+tracekit_test_remote_pid() ->
+    Node = <<"nohost@remote">>,
+    binary_to_term(<<131, 88, 119, (byte_size(Node)), Node/binary, 7:32, 0:32, 1:32>>).
+
+%%% ---- a traced workload -------------------------------------------------------------
+
+server() ->
+    receive
+        {req, From, N} -> From ! {resp, work(N)}, server();
+        stop -> ok
+    end.
+
+work(N) -> timer:sleep(2), fib(N).
+
+fib(0) -> 0;
+fib(1) -> 1;
+fib(N) -> fib(N - 1) + fib(N - 2).
+
+%% Events of a client and a server: calls of work/1 and fib/1 with their
+%% returns, messages both ways, scheduling.
+workload() ->
+    {ok, R} = tracekit_ring:new(#{size => 1 bsl 22}),
+    S = trace:session_create(?MODULE, {tracekit_ring, R}, []),
+    Me = self(),
+    Srv = spawn(fun server/0),
+    try
+        1 = trace:process(S, Srv, true, [call, send, 'receive', running, timestamp]),
+        1 = trace:process(S, Me, true, [send, 'receive', timestamp]),
+        _ = trace:function(S, {?MODULE, work, 1}, [{'_', [], [{return_trace}]}], [local]),
+        _ = trace:function(S, {?MODULE, fib, 1}, [{'_', [], [{return_trace}]}], [local]),
+        [begin Srv ! {req, Me, 8}, receive {resp, 21} -> ok end end || _ <- lists:seq(1, 4)],
+        Srv ! stop,
+        timer:sleep(50)
+    after
+        trace:session_destroy(S)
+    end,
+    Events = tracekit_ring:drain(R),
+    ok = tracekit_ring:close(R),
+    {Events, Me, Srv}.
+
+workload_test_() ->
+    {timeout, 60, fun() ->
+                          {Events, Me, Srv} = workload(),
+                          check_chrome(Events, Me, Srv),
+                          check_folded(Events, Srv),
+                          check_jsonl(Events)
+                  end}.
+
+check_chrome(Events, Me, Srv) ->
+    {ok, Bin} = export(chrome, Events, #{names => #{Srv => the_server}}),
+    #{<<"traceEvents">> := Ts, <<"otherData">> := Other} = json:decode(Bin),
+    ?assertEqual(length(Events), maps:get(<<"events">>, Other)),
+    %% Tracks: the client and the server, named.
+    Names = maps:from_list([{{P, T}, N} || #{<<"ph">> := <<"M">>, <<"name">> := <<"thread_name">>,
+                                             <<"pid">> := P, <<"tid">> := T,
+                                             <<"args">> := #{<<"name">> := N}} <- Ts]),
+    ServerTrack = hd([K || K := N <- Names, N =:= <<(text(Srv))/binary, " (the_server)">>]),
+    ?assert(lists:member(text(Me), maps:values(Names))),
+    ?assert(maps:is_key(<<(text(Srv))/binary, " (the_server) scheduling">>,
+                        maps:from_list([{V, K} || K := V <- Names]))),
+    %% Every B/E and X event is on a named track.
+    [?assert(maps:is_key({P, T}, Names)) || #{<<"ph">> := Ph, <<"pid">> := P, <<"tid">> := T} <- Ts,
+                                            Ph =/= <<"M">>],
+    %% Slices nest: per track, each E closes the last open B of the same
+    %% name, at a time not before it; nothing stays open.
+    Open = lists:foldl(
+             fun(#{<<"ph">> := <<"B">>, <<"pid">> := P, <<"tid">> := T, <<"name">> := N,
+                   <<"ts">> := Ts0}, Acc) ->
+                     maps:update_with({P, T}, fun(L) -> [{N, Ts0} | L] end, [{N, Ts0}], Acc);
+                (#{<<"ph">> := <<"E">>, <<"pid">> := P, <<"tid">> := T, <<"name">> := N,
+                   <<"ts">> := Ts1}, Acc) ->
+                     [{N0, Ts0} | Rest] = maps:get({P, T}, Acc),
+                     ?assertEqual(N0, N),
+                     ?assert(Ts1 >= Ts0),
+                     Acc#{{P, T} := Rest};
+                (_, Acc) -> Acc
+             end, #{}, Ts),
+    ?assertEqual([], lists:append(maps:values(Open))),
+    %% The calls: 4 work/1 and as many fib/1 as fib(8) makes, each once.
+    Calls = [N || #{<<"ph">> := <<"B">>, <<"cat">> := <<"call">>, <<"name">> := N} <- Ts],
+    ?assertEqual(4, length([C || C <- Calls, C =:= <<"tracekit_export_tests:work/1">>])),
+    ?assertEqual(4 * fib_calls(8), length([C || C <- Calls, C =:= <<"tracekit_export_tests:fib/1">>])),
+    [?assertEqual(ServerTrack, {P, T})
+     || #{<<"ph">> := <<"B">>, <<"cat">> := <<"call">>, <<"pid">> := P, <<"tid">> := T} <- Ts],
+    %% Flows: 4 requests, 4 replies and stop, each s paired with one f on
+    %% the other track, not earlier.
+    Starts = maps:from_list([{Id, E} || #{<<"ph">> := <<"s">>, <<"id">> := Id} = E <- Ts]),
+    Finishes = [E || #{<<"ph">> := <<"f">>} = E <- Ts],
+    ?assertEqual(9, length(Finishes)),
+    ?assertEqual(9, length(lists:usort([Id || #{<<"id">> := Id} <- Finishes]))),
+    [begin
+         S = maps:get(Id, Starts),
+         ?assertNotEqual(maps:get(<<"tid">>, S), maps:get(<<"tid">>, F)),
+         ?assert(maps:get(<<"ts">>, F) >= maps:get(<<"ts">>, S))
+     end || #{<<"id">> := Id} = F <- Finishes],
+    %% Scheduling slices on the server's second track.
+    {SP, ST} = ServerTrack,
+    Running = [E || #{<<"ph">> := <<"B">>, <<"name">> := <<"running">>} = E <- Ts],
+    ?assertNotEqual([], Running),
+    [?assertEqual({SP, ST + 1000000}, {P, T}) || #{<<"pid">> := P, <<"tid">> := T} <- Running].
+
+fib_calls(0) -> 1;
+fib_calls(1) -> 1;
+fib_calls(N) -> 1 + fib_calls(N - 1) + fib_calls(N - 2).
+
+%% The weights of the server add up to the time inside work/1, which the
+%% events say: each call to its return.
+check_folded(Events, Srv) ->
+    {ok, Bin} = export(folded, Events),
+    Lines = [string:split(L, " ", trailing) || L <- binary:split(Bin, <<"\n">>, [global, trim_all])],
+    ?assertEqual(lists:sort(Lines), Lines),
+    Sum = lists:sum([binary_to_integer(W) || [_, W] <- Lines]),
+    [?assertMatch(<<"<", _/binary>>, S) || [S, _] <- Lines],
+    Server = text(Srv),
+    Prefix = <<Server/binary, ";tracekit_export_tests:work/1">>,
+    [?assertEqual(Prefix, binary:part(S, 0, byte_size(Prefix))) || [S, _] <- Lines],
+    Ts = fun(E) -> {M, Se, U} = element(tuple_size(E), E), (M * 1000000 + Se) * 1000000 + U end,
+    Calls = [Ts(E) || E <- Events, element(3, E) =:= call,
+                      element(1, element(4, E)) =:= tracekit_export_tests, element(2, element(4, E)) =:= work],
+    Returns = [Ts(E) || E <- Events, element(3, E) =:= return_from, element(4, E) =:= {?MODULE, work, 1}],
+    ?assertEqual(4, length(Calls)),
+    Inside = lists:sum([R - C || {C, R} <- lists:zip(Calls, Returns)]),
+    ?assert(Inside >= 8000),                    % 4 sleeps of 2 ms
+    ?assert(abs(Sum - Inside) =< length(Lines), {Sum, Inside, length(Lines)}).
+
+check_jsonl(Events) ->
+    Lines = jsonl_lines(Events),
+    ?assertEqual(length(Events), length(Lines)),
+    ?assertEqual(lists:seq(1, length(Events)), [maps:get(<<"i">>, L) || L <- Lines]),
+    Tags = [binary_to_atom(maps:get(<<"tag">>, L)) || L <- Lines],
+    ?assertEqual([element(3, E) || E <- Events], Tags),
+    Times = [maps:get(<<"time_us">>, L) || L <- Lines],
+    ?assertEqual(0.0, hd(Times)),
+    ?assertEqual(lists:sort(Times), Times).
+
+%%% ---- trace files -------------------------------------------------------------------
+
+%% A trace file gives the bytes its events give as a list, for all three
+%% exports, to a file or to an io device.
+file_source_test_() ->
+    {timeout, 60,
+     fun() ->
+             Path = tmp("trace"),
+             {ok, F} = tracekit_file:new(#{path => Path}),
+             S = trace:session_create(?MODULE, {tracekit_file, F}, []),
+             Me = self(),
+             Srv = spawn(fun server/0),
+             1 = trace:process(S, Srv, true, [call, send, 'receive', timestamp]),
+             _ = trace:function(S, {?MODULE, fib, 1}, [{'_', [], [{return_trace}]}], [local]),
+             [begin Srv ! {req, Me, 5}, receive {resp, _} -> ok end end || _ <- lists:seq(1, 3)],
+             Srv ! stop,
+             timer:sleep(20),
+             trace:session_destroy(S),
+             ok = tracekit_file:close(F),
+             {ok, Events} = tracekit_file:read(Path),
+             ?assert(length(Events) > 50),
+             try
+                 [?assertEqual(export(Fun, Events), export(Fun, Path)) || Fun <- [chrome, jsonl, folded]],
+                 Out = tmp("io"),
+                 {ok, Dev} = file:open(Out, [write, {encoding, utf8}]),
+                 ?assertMatch({ok, _}, tracekit_export:chrome([Path], Dev)),
+                 ok = file:close(Dev),
+                 ?assertEqual(export(chrome, Events), file:read_file(Out)),
+                 file:delete(Out)
+             after
+                 file:delete(Path)
+             end
+     end}.
+
+%% A damaged file: a complete document of what could be read, then the
+%% error.
+damaged_file_test() ->
+    Path = tmp("damaged"),
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    [tracekit_file:trace('receive', F, self(), {msg, I}, #{}) || I <- lists:seq(1, 100)],
+    ok = tracekit_file:close(F),
+    {ok, Bin} = file:read_file(Path),
+    ok = file:write_file(Path, binary:part(Bin, 0, byte_size(Bin) - 20)),
+    Out = tmp("damaged_out"),
+    try
+        ?assertMatch({error, {corrupt, _, _}}, tracekit_export:chrome(Path, Out)),
+        {ok, Json} = file:read_file(Out),
+        ?assertMatch(#{<<"traceEvents">> := [_ | _]}, json:decode(Json))
+    after
+        file:delete(Path),
+        file:delete(Out)
+    end.
+
+errors_test() ->
+    Missing = tmp("missing"),
+    Out = tmp("x"),
+    ?assertEqual({error, {no_files, Missing}}, tracekit_export:chrome(Missing, Out)),
+    file:delete(Out),
+    ?assertMatch({error, {file, "/nonexistent/dir/out.json", enoent}},
+                 tracekit_export:chrome([], "/nonexistent/dir/out.json")),
+    Y = tmp("y"),
+    ?assertEqual({error, {bad_source, [3, {x}]}}, tracekit_export:folded([3, {x}], Y)),
+    ?assertNot(filelib:is_file(Y)),
+    ?assertEqual({error, {bad_dest, {not_a, dest}}}, tracekit_export:folded([], {not_a, dest})),
+    ?assertEqual({error, {bad_option, {colour, red}}}, tracekit_export:chrome([], tmp("z"), #{colour => red})),
+    ?assertEqual({error, {bad_source, 42}}, tracekit_export:chrome(42, standard_io)).
