@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <ei.h>
 
@@ -271,6 +272,22 @@ static bool events_chunk(reader *r, const unsigned char *p, size_t len)
     return rc == 0;
 }
 
+/* Whether the chunk at `at` is whole but for the end of the file: what a
+ * node killed while writing leaves (a good head whose length runs past
+ * the end). */
+static bool cut_short(reader *r, uint64_t at)
+{
+    unsigned char head[TK_CHUNK_HEAD];
+    if (at + TK_CHUNK_HEAD > r->r.size)
+        return true;
+    if (pread(r->r.fd, head, sizeof head, (off_t)at) != (ssize_t)sizeof head)
+        return false;
+    uint32_t sync, len;
+    memcpy(&sync, head, 4);
+    memcpy(&len, head + 8, 4);
+    return sync == TK_TFILE_SYNC && at + TK_CHUNK_HEAD + len > r->r.size;
+}
+
 int reader_fill(reader *r, cat_failure *f)
 {
     while (r->open && r->next >= r->nevs) {
@@ -284,8 +301,7 @@ int reader_fill(reader *r, cat_failure *f)
             return 0;
         }
         if (rc == TK_TREAD_CORRUPT) {
-            fail(f, r->path, at, CAT_DAMAGED,
-                 at + TK_CHUNK_HEAD > r->r.size ? "cut short" : "a damaged chunk");
+            fail(f, r->path, at, CAT_DAMAGED, cut_short(r, at) ? "cut short" : "a damaged chunk");
             return -1;
         }
         bool ok;

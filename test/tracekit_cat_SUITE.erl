@@ -1,0 +1,592 @@
+%% tracekit-cat (priv/bin/tracekit-cat), the C reader of trace files,
+%% against the Erlang reader: for every workload of tracekit_ring_SUITE
+%% written to a trace file, `--format text' prints exactly what
+%% tracekit_file:format/2 prints, and `--format dbg' read back by
+%% dbg:trace_client/3 gives the events tracekit_file:read/1 gives (which
+%% tracekit_ring_SUITE checks against OTP's process tracer). Also random
+%% terms, filters, files of several nodes, errors and exit statuses, and
+%% thousands of damaged files through the AddressSanitizer build.
+-module(tracekit_cat_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
+         init_per_group/2, end_per_group/2]).
+-export([workloads/1, random_terms/1, filters/1, nodes/1, errors/1,
+         damaged_files/1, wrap_set/1]).
+-export([peer_workload/2]).
+
+-define(VARIANTS, [plain, timestamp, monotonic_timestamp,
+                   strict_monotonic_timestamp, cpu_timestamp, scheduler_id]).
+-define(WORKLOADS, [messages, calls, procs, running, ports, gc, seq_trace]).
+
+all() ->
+    [{group, variants}, random_terms, filters, wrap_set, nodes, errors, damaged_files].
+
+groups() ->
+    [{variants, [], [{group, V} || V <- ?VARIANTS]}
+     | [{V, [], [workloads]} || V <- ?VARIANTS]].
+
+init_per_suite(Config) ->
+    Cat = filename:join(code:priv_dir(tracekit), "bin/tracekit-cat"),
+    case filelib:is_regular(Cat) of
+        true -> [{cat, Cat} | Config];
+        false -> {skip, "priv/bin/tracekit-cat is not built (make cat)"}
+    end.
+
+end_per_suite(_) ->
+    ok.
+
+init_per_group(variants, Config) ->
+    Config;
+init_per_group(plain, Config) ->
+    [{flags, []} | Config];
+init_per_group(cpu_timestamp, Config) ->
+    _ = erlang:trace(all, true, [cpu_timestamp]),
+    [{flags, [timestamp]} | Config];
+init_per_group(Flag, Config) ->
+    [{flags, [Flag]} | Config].
+
+end_per_group(cpu_timestamp, _) ->
+    _ = erlang:trace(all, false, [cpu_timestamp]),
+    ok;
+end_per_group(_, _) ->
+    ok.
+
+%%% Running tracekit-cat ---------------------------------------------------
+
+%% {ExitStatus, Stdout, Stderr}
+run(Config, Args) ->
+    run(?config(cat, Config), Config, Args).
+
+run(Cat, Config, Args) ->
+    Dir = ?config(priv_dir, Config),
+    N = integer_to_list(erlang:unique_integer([positive])),
+    Out = filename:join(Dir, "out." ++ N),
+    Err = filename:join(Dir, "err." ++ N),
+    Cmd = lists:join(" ", [quote(A) || A <- [Cat | Args]])
+        ++ " >" ++ quote(Out) ++ " 2>" ++ quote(Err) ++ "; echo $?",
+    Status = list_to_integer(string:trim(os:cmd(lists:flatten(Cmd)))),
+    {ok, O} = file:read_file(Out),
+    {ok, E} = file:read_file(Err),
+    ok = file:delete(Out),
+    ok = file:delete(Err),
+    {Status, O, E}.
+
+quote(S) ->
+    "'" ++ lists:flatten(string:replace(S, "'", "'\\''", all)) ++ "'".
+
+%% What tracekit_file:format/2 prints, and its result.
+erl_text(Config, Source) ->
+    Path = filename:join(?config(priv_dir, Config),
+                         "fmt." ++ integer_to_list(erlang:unique_integer([positive]))),
+    {ok, Io} = file:open(Path, [write, {encoding, utf8}]),
+    R = tracekit_file:format(Source, #{io => Io}),
+    ok = file:close(Io),
+    {ok, Text} = file:read_file(Path),
+    ok = file:delete(Path),
+    {R, Text}.
+
+%% Both readers give the same text, line for line.
+same_text(Config, Source) ->
+    {R, Expected} = erl_text(Config, Source),
+    Files = case Source of [C | _] when is_integer(C) -> [Source]; _ -> Source end,
+    {Status, Got, _} = run(Config, Files),
+    same_lines(Expected, Got),
+    {R, Status, Got}.
+
+same_lines(Expected, Got) ->
+    E = binary:split(Expected, <<"\n">>, [global]),
+    G = binary:split(Got, <<"\n">>, [global]),
+    [?assertEqual({N, LE}, {N, LG})
+     || {N, LE, LG} <- lists:zip3(lists:seq(1, min(length(E), length(G))),
+                                  lists:sublist(E, length(G)), lists:sublist(G, length(E))),
+        LE =/= LG],
+    ?assertEqual(length(E), length(G)).
+
+%% The events dbg:trace_client/3 reads back from a dbg format file.
+dbg_events(Config, Sources) ->
+    Dbg = filename:join(?config(priv_dir, Config),
+                        "dbg." ++ integer_to_list(erlang:unique_integer([positive]))),
+    {0, <<>>, <<>>} = run(Config, ["--format", "dbg", "-o", Dbg | Sources]),
+    Self = self(),
+    Ref = make_ref(),
+    Handler = fun(end_of_trace, Acc) -> Self ! {Ref, lists:reverse(Acc)}, Acc;
+                 (E, Acc) -> [E | Acc]
+              end,
+    Pid = dbg:trace_client(file, Dbg, {Handler, []}),
+    true = is_pid(Pid),
+    receive {Ref, Events} -> ok = file:delete(Dbg), Events
+    after 60000 -> error(dbg_trace_client_timeout)
+    end.
+
+trace_files(Dir) ->
+    lists:sort(filelib:wildcard(filename:join(Dir, "trace.*"))).
+
+%%% Cases ----------------------------------------------------------------------
+
+%% Every workload of tracekit_ring_SUITE, traced into trace files as its
+%% file group does (one file per tracer run), each file read both ways.
+workloads(Config) ->
+    Flags = ?config(flags, Config),
+    Root = ?config(priv_dir, Config),
+    Counts = [begin
+                  Dir = filename:join(Root, atom_to_list(W)),
+                  ok = filelib:ensure_path(Dir),
+                  put(tk_sink, {file, Dir}),
+                  _ = tracekit_ring_SUITE:W([{flags, Flags}, {sink, file}, {priv_dir, Dir}]),
+                  seq_trace:reset_trace(),
+                  _ = seq_trace:set_system_tracer(false),
+                  [check_file(Config, F) || F <- trace_files(Dir)]
+              end || W <- ?WORKLOADS],
+    ct:log("events per file: ~p", [Counts]),
+    ?assert(lists:sum(lists:append(Counts)) > 100).
+
+check_file(Config, F) ->
+    {{ok, N}, 0, _} = same_text(Config, F),
+    {ok, Events} = tracekit_file:read(F),
+    ?assertEqual(Events, dbg_events(Config, [F])),
+    N.
+
+%% Random terms of every kind through the file tracer's own callbacks
+%% (as any process may call them): the text format to the character,
+%% with its depth and length limits.
+random_terms(Config) ->
+    Dir = ?config(priv_dir, Config),
+    [begin
+         Path = filename:join(Dir, "random." ++ integer_to_list(Seed)),
+         rand:seed(exsss, {Seed, 2, 3}),
+         write_random(Path, 2000),
+         {{ok, 2000}, 0, _} = same_text(Config, Path),
+         {ok, Events} = tracekit_file:read(Path),
+         ?assertEqual(Events, dbg_events(Config, [Path]))
+     end || Seed <- lists:seq(1, 6)],
+    ok.
+
+write_random(Path, N) ->
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    Self = self(),
+    [begin
+         Tag = lists:nth(rand:uniform(9), [send, 'receive', call, return_from, exit,
+                                           register, spawn, link, in]),
+         Term = case Tag of
+                    call -> {lists:nth(rand:uniform(3), [lists, 'Mod', m]), f,
+                             case rand:uniform(4) of 1 -> '...'; 2 -> 3; _ -> rand_list(3) end};
+                    return_from -> {m, f, rand:uniform(3)};
+                    register -> lists:nth(rand:uniform(3), [foo, 'Bar', undefined]);
+                    spawn -> self();
+                    link -> rand_term(1);
+                    in -> {m, f, 2};
+                    _ -> rand_term(4)
+                end,
+         Opts0 = case Tag of
+                     send -> #{extra => lists:nth(rand:uniform(3), [Self, make_ref(), foo])};
+                     return_from -> #{extra => rand_term(3)};
+                     spawn -> #{extra => {m, f, rand_list(2)}};
+                     _ -> #{}
+                 end,
+         Opts1 = case rand:uniform(4) of
+                     1 -> Opts0#{match_spec_result => rand_term(2)};
+                     2 -> Opts0#{scheduler_id => rand:uniform(4)};
+                     _ -> Opts0
+                 end,
+         Opts = case rand:uniform(4) of
+                    1 -> Opts1#{timestamp => erlang:timestamp()};
+                    2 -> Opts1#{timestamp => erlang:monotonic_time()};
+                    3 -> Opts1#{timestamp => {erlang:monotonic_time(), rand:uniform(100)}};
+                    4 -> Opts1
+                end,
+         tracekit_file:trace(Tag, F, Self, Term, Opts)
+     end || _ <- lists:seq(1, N)],
+    ok = tracekit_file:close(F).
+
+rand_list(D) -> [rand_term(D) || _ <- lists:seq(1, rand:uniform(4) - 1)].
+
+rand_term(0) -> rand:uniform(100);
+rand_term(D) ->
+    case rand:uniform(24) of
+        1 -> rand:uniform(1 bsl 70) - (1 bsl 69);
+        2 -> case rand:uniform(3) of
+                 1 -> rand:uniform() * math:pow(10, rand:uniform(40) - 20);
+                 2 -> float(rand:uniform(1 bsl 62)) * (rand:uniform(2) * 2 - 3);
+                 3 -> float(rand:uniform(1 bsl rand:uniform(60)))
+             end;
+        3 -> lists:nth(rand:uniform(9), [a, 'B', 'hello world', 'é', '', 'after', '\n',
+                                         'ok', '\x{1F600}x']);
+        4 -> list_to_binary([rand:uniform(256) - 1 || _ <- lists:seq(1, rand:uniform(20))]);
+        5 -> <<"hello">>;
+        6 -> unicode:characters_to_binary("héllo wörld \x{1F600}");
+        7 -> lists:seq($a, $a + rand:uniform(40));
+        8 -> [rand:uniform(300) || _ <- lists:seq(1, rand:uniform(5))];
+        9 -> list_to_tuple(rand_list(D - 1));
+        10 -> rand_list(D - 1);
+        11 -> maps:from_list([{rand_term(D - 1), rand_term(D - 1)}
+                              || _ <- lists:seq(1, rand:uniform(4))]);
+        12 -> self();
+        13 -> make_ref();
+        14 -> [rand_term(D - 1) | rand_term(D - 1)];
+        15 -> lists:duplicate(rand:uniform(300), $x);
+        16 -> <<(rand:uniform(255)):7>>;
+        17 -> fun() -> ok end;
+        18 -> fun lists:map/2;
+        19 -> "line\r\nnext\ttab\e";
+        20 -> list_to_binary(lists:duplicate(rand:uniform(300), $y));
+        21 -> hd(erlang:ports());
+        22 -> lists:seq(1, rand:uniform(60));
+        23 -> [rand_term(D - 1) || _ <- lists:seq(1, rand:uniform(40))];
+        24 -> maps:from_list([{K, rand_term(D - 1)} || K <- lists:seq(1, 40)])
+    end.
+
+%% --tag, --pid, --since, --until: the lines of the unfiltered text whose
+%% events pass.
+filters(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Path = filename:join(Dir, "filters"),
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    S = trace:session_create(cat_filters, {tracekit_file, F}, []),
+    Self = self(),
+    Worker = fun() -> receive go -> ok end,
+                      [Self ! {n, I} || I <- lists:seq(1, 20)],
+                      register(cat_filter_w, self()),
+                      [Self ! {m, I} || I <- lists:seq(1, 20)],
+                      unregister(cat_filter_w)
+             end,
+    A = spawn(Worker),
+    B = spawn(Worker),
+    [1 = trace:process(S, P, true, [send, procs, timestamp]) || P <- [A, B]],
+    A ! go,
+    timer:sleep(200),
+    Mid = os:system_time(nanosecond),
+    timer:sleep(200),
+    B ! go,
+    timer:sleep(200),
+    trace:session_destroy(S),
+    ok = tracekit_file:close(F),
+    {ok, Events} = tracekit_file:read(Path),
+    {0, All, _} = run(Config, [Path]),
+    Lines = lists:droplast(binary:split(All, <<"\n">>, [global])),
+    ?assertEqual(length(Events), length(Lines)),
+    Pairs = lists:zip(Events, Lines),
+    Expect = fun(Pred) -> iolist_to_binary([[L, $\n] || {E, L} <- Pairs, Pred(E)]) end,
+    {0, Sends, _} = run(Config, ["--tag", "send", Path]),
+    ?assertEqual(Expect(fun(E) -> element(3, E) =:= send end), Sends),
+    {0, Regs, _} = run(Config, ["--tag=register,unregister", Path]),
+    ?assertEqual(Expect(fun(E) -> lists:member(element(3, E), [register, unregister]) end), Regs),
+    ?assertNotEqual(<<>>, Regs),
+    {0, OfA, _} = run(Config, ["--pid", pid_to_list(A), Path]),
+    ?assertEqual(Expect(fun(E) -> element(2, E) =:= A end), OfA),
+    {0, Both, _} = run(Config, ["--pid", pid_to_list(A), "--pid", pid_to_list(B),
+                                "--tag", "send", Path]),
+    ?assertEqual(Expect(fun(E) -> element(3, E) =:= send end), Both),
+    %% A registered name: the events of the process since it registered.
+    {0, Named, _} = run(Config, ["--pid", "cat_filter_w", Path]),
+    ?assertNotEqual(<<>>, Named),
+    MidArg = integer_to_list(Mid div 1000000000) ++ "."
+        ++ string:pad(integer_to_list(Mid rem 1000000000), 9, leading, $0),
+    {0, Late, _} = run(Config, ["--since", MidArg, Path]),
+    ?assertEqual(Expect(fun(E) -> element(2, E) =:= B end), Late),
+    {0, Early, _} = run(Config, ["--until", MidArg, Path]),
+    ?assertEqual(Expect(fun(E) -> element(2, E) =:= A end), Early),
+    {0, <<>>, _} = run(Config, ["--until", "1970-01-01T00:00:01Z", Path]),
+    {0, All, _} = run(Config, ["--since", "2000-01-01T00:00:00+01:00", Path]),
+    {0, <<>>, _} = run(Config, ["--node", "nobody@nowhere", Path]),
+    {0, All, _} = run(Config, ["--node", atom_to_list(node()), Path]).
+
+%% A wrap set read by its base name, merged by time across its files.
+wrap_set(Config) ->
+    Base = filename:join(?config(priv_dir, Config), "wrap"),
+    {ok, F} = tracekit_file:new(#{path => Base, wrap => {16384, 4}}),
+    S = trace:session_create(cat_wrap, {tracekit_file, F}, []),
+    Self = self(),
+    P = spawn(fun() -> receive go -> ok end,
+                       [self() ! {n, I, <<I:32>>} || I <- lists:seq(1, 3000)],
+                       Self ! {done, self()} end),
+    1 = trace:process(S, P, true, [send, 'receive']),
+    P ! go,
+    receive {done, P} -> ok end,
+    trace:session_destroy(S),
+    ok = tracekit_file:close(F),
+    #{files := Files} = tracekit_file:stats(F),
+    ?assert(Files > 4),
+    {{ok, N}, 0, _} = same_text(Config, Base),
+    ?assert(N > 100),
+    {ok, Events} = tracekit_file:read(Base),
+    ?assertEqual(Events, dbg_events(Config, [Base])).
+
+%% Files written on two peer nodes, read together here: merged by time as
+%% tracekit_file:format/2 merges them. Pids of other nodes print with a
+%% node number each reader chooses: compared by order of appearance.
+nodes(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Pa = [filename:dirname(code:which(M)) || M <- [tracekit, ?MODULE]],
+    %% Named nodes (distributed on their own: this node need not be), driven
+    %% through their standard input.
+    Peers = [begin
+                 Name = peer:random_name(cat),
+                 {ok, Peer, _} = peer:start_link(#{connection => standard_io,
+                                                   args => ["-sname", Name
+                                                            | lists:append([["-pa", D] || D <- Pa])]}),
+                 {Peer, peer:call(Peer, erlang, node, [])}
+             end || _ <- [1, 2]],
+    Files = [filename:join(Dir, "node" ++ integer_to_list(I))
+             || I <- lists:seq(1, length(Peers))],
+    [ok = peer:call(Peer, ?MODULE, peer_workload, [File, 200], 60000)
+     || {{Peer, _}, File} <- lists:zip(Peers, Files)],
+    [peer:stop(Peer) || {Peer, _} <- Peers],
+    {R, Expected} = erl_text(Config, Files),
+    {ok, Total} = R,
+    ?assert(Total > 400),
+    {0, Got, _} = run(Config, Files),
+    same_lines(renumber(Expected), renumber(Got)),
+    {ok, Events} = tracekit_file:read(Files),
+    ?assertEqual(Events, dbg_events(Config, Files)),
+    [{_, Node1} | _] = Peers,
+    {0, One, _} = run(Config, ["--node", atom_to_list(Node1) | Files]),
+    {ok, OfNode1} = tracekit_file:read(hd(Files)),
+    ?assertEqual(length(OfNode1), length(binary:matches(One, <<"\n">>))).
+
+peer_workload(File, N) ->
+    {ok, F} = tracekit_file:new(#{path => File}),
+    S = trace:session_create(cat_peer, {tracekit_file, F}, []),
+    Self = self(),
+    P = spawn(fun() -> receive go -> ok end,
+                       register(cat_peer_worker, self()),
+                       [begin self() ! {n, I, node()}, erlang:yield() end
+                        || I <- lists:seq(1, N)],
+                       Self ! {done, self()} end),
+    1 = trace:process(S, P, true, [send, procs, timestamp]),
+    P ! go,
+    receive {done, P} -> ok end,
+    trace:session_destroy(S),
+    ok = tracekit_file:close(F).
+
+%% The first number of every pid, port and reference replaced by its
+%% order of first appearance.
+renumber(Text) ->
+    Parts = re:split(Text, "(<|#Port<|#Ref<)([0-9]+)\\.", [{return, binary}]),
+    renumber(Parts, #{}, []).
+
+renumber([Pre, Open, N | Rest], Seen, Acc) ->
+    {I, Seen1} = case Seen of
+                     #{N := K} -> {K, Seen};
+                     _ -> K = map_size(Seen), {K, Seen#{N => K}}
+                 end,
+    renumber(Rest, Seen1, [[Open, integer_to_binary(I), $.], Pre | Acc]);
+renumber([Last], _, Acc) ->
+    iolist_to_binary(lists:reverse([Last | Acc])).
+
+%% Exit statuses and one-line errors.
+errors(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Missing = filename:join(Dir, "missing"),
+    {3, <<>>, E3} = run(Config, [Missing]),
+    one_line(E3, "no such file"),
+    NotTrace = filename:join(Dir, "not_a_trace"),
+    ok = file:write_file(NotTrace, <<"hello, this is not a trace file\n">>),
+    {4, <<>>, E4} = run(Config, [NotTrace]),
+    one_line(E4, "not a trace file"),
+    {2, <<>>, E2} = run(Config, ["--format", "nope", NotTrace]),
+    ?assertMatch({match, _}, re:run(E2, "unknown format nope")),
+    ?assertMatch({match, _}, re:run(E2, "usage:")),
+    {2, <<>>, _} = run(Config, []),
+    {2, <<>>, _} = run(Config, ["--depth", "0", NotTrace]),
+    {2, <<>>, _} = run(Config, ["--since", "yesterday", NotTrace]),
+    {2, <<>>, _} = run(Config, ["--bogus", NotTrace]),
+    {2, <<>>, EH} = run(Config, ["--format", "html", NotTrace]),
+    one_line(EH, "not yet"),
+    {0, Usage, <<>>} = run(Config, ["--help"]),
+    ?assertMatch({match, _}, re:run(Usage, "Exit status")),
+    %% A damaged chunk: the events before it, then the error and 1.
+    Good = filename:join(Dir, "good"),
+    rand:seed(exsss, {7, 8, 9}),
+    write_chunks(Good, 50),
+    {ok, Bin} = file:read_file(Good),
+    Chunks = chunks(Bin),
+    ?assert(length(Chunks) > 10),
+    {At, _, _} = lists:nth(length(Chunks) div 2, Chunks),
+    Bad = filename:join(Dir, "bad"),
+    ok = file:write_file(Bad, flip_at(Bin, At + 20)),
+    {{error, {corrupt, _, At}, N}, Expected} = erl_text(Config, Bad),
+    ?assert(N > 0),
+    {1, Got, E1} = run(Config, [Bad]),
+    ?assertEqual(Expected, Got),
+    one_line(E1, "at byte " ++ integer_to_list(At)),
+    %% Cut short: the same.
+    Cut = filename:join(Dir, "cut"),
+    ok = file:write_file(Cut, binary:part(Bin, 0, At + 30)),
+    {{error, {corrupt, _, At}, _}, ExpectedCut} = erl_text(Config, Cut),
+    {1, ExpectedCut, ECut} = run(Config, [Cut]),
+    one_line(ECut, "cut short"),
+    %% The good file and the missing one: nothing read, status 3.
+    {3, <<>>, _} = run(Config, [Good, Missing]).
+
+one_line(Err, Has) ->
+    ?assertMatch([_, <<>>], binary:split(Err, <<"\n">>)),
+    ?assertMatch({match, _}, re:run(Err, "^tracekit-cat: ")),
+    ?assertMatch({match, _}, re:run(Err, Has)).
+
+%% A file of many small chunks (a flush after each event).
+write_chunks(Path, N) ->
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    Self = self(),
+    [begin
+         tracekit_file:trace(send, F, Self, rand_term(3), #{extra => Self}),
+         ok = tracekit_file:flush(F)
+     end || _ <- lists:seq(1, N)],
+    ok = tracekit_file:close(F).
+
+%% The chunks of a file: {Offset, Type, PayloadLength}.
+chunks(Bin) ->
+    chunks(Bin, 8, []).
+chunks(Bin, At, Acc) when At + 16 =< byte_size(Bin) ->
+    <<_:At/binary, _Sync:32, Type, _:24, Len:32/little, _/binary>> = Bin,
+    chunks(Bin, At + 16 + Len, [{At, Type, Len} | Acc]);
+chunks(_, _, Acc) ->
+    lists:reverse(Acc).
+
+flip_at(Bin, At) ->
+    <<Pre:At/binary, B, Post/binary>> = Bin,
+    <<Pre/binary, (B bxor 16#5a), Post/binary>>.
+
+%% Damaged files through tracekit-cat built with AddressSanitizer and
+%% UBSan (make cat-asan): random flips, cuts, and changes inside a chunk
+%% whose CRC is made right again (so that the decoder sees them). No
+%% crash, no hang, no sanitizer report; the statuses are 0 or 1; and for
+%% the chunks made right again the text is the Erlang reader's.
+damaged_files(Config) ->
+    Root = filename:dirname(filename:dirname(code:priv_dir(tracekit))),
+    Asan = case os:getenv("TRACEKIT_CAT_ASAN") of
+               false -> filename:join(find_build(Root), "cat-asan/tracekit-cat");
+               P -> P
+           end,
+    case filelib:is_regular(Asan) of
+        false -> {skip, "no AddressSanitizer build of tracekit-cat (make cat-asan)"};
+        true -> damaged_files(Config, Asan)
+    end.
+
+%% The build/ directory of the checkout: priv/ is a link or a copy under
+%% _build; the Makefile exports TRACEKIT_BUILD (build/erts-<vsn>).
+find_build(Root) ->
+    case os:getenv("TRACEKIT_BUILD") of
+        false -> filename:join(Root, "build");
+        B -> filename:dirname(B)
+    end.
+
+damaged_files(Config, Asan) ->
+    Dir = ?config(priv_dir, Config),
+    Good = filename:join(Dir, "fuzz_good"),
+    rand:seed(exsss, {17, 18, 19}),
+    write_chunks(Good, 60),
+    {ok, Bin} = file:read_file(Good),
+    Chunks = chunks(Bin),
+    FuzzDir = filename:join(Dir, "fuzz"),
+    ok = filelib:ensure_path(FuzzDir),
+    Count = 3000,
+    Kinds = [begin
+                 {Kind, Damaged} = damage(Bin, Chunks),
+                 ok = file:write_file(filename:join(FuzzDir, integer_to_list(I)), Damaged),
+                 Kind
+             end || I <- lists:seq(1, Count)],
+    %% One shell loop (a VM port per file would take longer than the runs).
+    Script = filename:join(Dir, "fuzz.sh"),
+    ok = file:write_file(Script, [
+        "cd ", FuzzDir, "\n",
+        "for f in $(ls | grep -v '\\.'); do\n",
+        "  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \\\n",
+        "  timeout 20 ", Asan, " $f >$f.out 2>$f.err; echo \"$f $?\" >>statuses\n",
+        "done\n"]),
+    T0 = erlang:monotonic_time(millisecond),
+    _ = os:cmd("sh " ++ Script),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    {ok, StatusText} = file:read_file(filename:join(FuzzDir, "statuses")),
+    Statuses = maps:from_list([{binary_to_integer(F), binary_to_integer(S)}
+                               || L <- binary:split(StatusText, <<"\n">>, [global, trim]),
+                                  [F, S] <- [binary:split(L, <<" ">>)]]),
+    ?assertEqual(Count, map_size(Statuses)),
+    Bad = [{I, S, element(2, file:read_file(filename:join(FuzzDir, integer_to_list(I) ++ ".err")))}
+           || {I, S} <- maps:to_list(Statuses), S =/= 0, S =/= 1],
+    ?assertEqual([], Bad),
+    Reports = [I || I <- lists:seq(1, Count),
+                    {ok, E} <- [file:read_file(filename:join(FuzzDir, integer_to_list(I) ++ ".err"))],
+                    re:run(E, "Sanitizer|runtime error") =/= nomatch],
+    ?assertEqual([], Reports),
+    %% Against the Erlang reader: the files whose damage passes the CRC.
+    Checked = [check_damaged(Config, FuzzDir, I, maps:get(I, Statuses))
+               || {I, crc_fixed} <- lists:zip(lists:seq(1, Count), Kinds)],
+    Outcomes = lists:foldl(fun(K, M) -> maps:update_with(K, fun(N) -> N + 1 end, 1, M) end,
+                           #{}, Kinds ++ [{status, S} || S <- maps:values(Statuses)]),
+    ct:log("~p damaged files in ~p ms through ~s: ~p; ~p compared with the Erlang reader",
+           [Count, Ms, Asan, Outcomes, length(Checked)]),
+    ?assert(length(Checked) > 100).
+
+check_damaged(Config, FuzzDir, I, Status) ->
+    F = filename:join(FuzzDir, integer_to_list(I)),
+    {R, Expected} = erl_text(Config, F),
+    {ok, Got} = file:read_file(F ++ ".out"),
+    case R of
+        {ok, _} -> ?assertEqual({I, 0}, {I, Status});
+        {error, _, _} -> ?assertEqual({I, 1}, {I, Status})
+    end,
+    ?assertEqual({I, Expected}, {I, Got}),
+    ok.
+
+damage(Bin, Chunks) ->
+    Size = byte_size(Bin),
+    case rand:uniform(4) of
+        1 -> {cut, binary:part(Bin, 0, rand:uniform(Size) - 1)};
+        2 -> {flipped, flip(Bin, rand:uniform(4))};
+        _ -> {crc_fixed, crc_fixed(Bin, lists:nth(rand:uniform(length(Chunks)), Chunks))}
+    end.
+
+flip(Bin, 0) ->
+    Bin;
+flip(Bin, N) ->
+    At = rand:uniform(byte_size(Bin)) - 1,
+    <<Pre:At/binary, B, Post/binary>> = Bin,
+    flip(<<Pre/binary, (B bxor rand:uniform(255)), Post/binary>>, N - 1).
+
+%% Bytes changed inside one chunk's payload, its CRC computed again.
+crc_fixed(Bin, {_, _, 0}) ->
+    Bin;
+crc_fixed(Bin, {At, _, Len}) ->
+    <<Pre:At/binary, Head:8/binary, _Len:4/binary, _Crc:4/binary, Payload:Len/binary,
+      Post/binary>> = Bin,
+    Damaged = case rand:uniform(3) of
+                  1 -> flip(Payload, rand:uniform(3));
+                  2 -> Pos = rand:uniform(Len) - 1,
+                       <<P1:Pos/binary, _, P2/binary>> = Payload,
+                       <<P1/binary, (lists:nth(rand:uniform(6), [0, 1, 255, 131, 14, 7])), P2/binary>>;
+                  3 -> Pos = rand:uniform(Len) - 1,
+                       <<P1:Pos/binary, P2/binary>> = Payload,
+                       <<P1/binary, (rand:uniform(200)):32/little, P2/binary>>
+              end,
+    NewLen = byte_size(Damaged),
+    <<_:4/binary, TypeEtc:4/binary>> = Head,
+    LenBin = <<NewLen:32/little>>,
+    Crc = crc32c(<<TypeEtc/binary, LenBin/binary, Damaged/binary>>),
+    <<Pre/binary, (binary:part(Head, 0, 4))/binary, TypeEtc/binary, LenBin/binary,
+      Crc:32/little, Damaged/binary, Post/binary>>.
+
+%% CRC-32C (Castagnoli), reflected, as FORMAT.md says.
+crc32c(Bin) ->
+    Table = crc_table(),
+    bnot crc32c(Bin, Table, 16#FFFFFFFF) band 16#FFFFFFFF.
+
+crc32c(<<B, Rest/binary>>, T, C) ->
+    crc32c(Rest, T, (C bsr 8) bxor element(((C bxor B) band 255) + 1, T));
+crc32c(<<>>, _, C) ->
+    C.
+
+crc_table() ->
+    case persistent_term:get({?MODULE, crc}, undefined) of
+        undefined ->
+            T = list_to_tuple([crc_entry(N, 8) || N <- lists:seq(0, 255)]),
+            persistent_term:put({?MODULE, crc}, T),
+            T;
+        T -> T
+    end.
+
+crc_entry(C, 0) -> C;
+crc_entry(C, K) when C band 1 =:= 1 -> crc_entry((C bsr 1) bxor 16#82F63B78, K - 1);
+crc_entry(C, K) -> crc_entry(C bsr 1, K - 1).
