@@ -60,7 +60,7 @@
                label :: binary(),
                announced = none :: none | binary(),
                sched = none :: none | binary(),
-               stack = [] :: [{atom(), atom(), integer() | '?'}],
+               stack = [] :: [{atom(), atom(), integer() | '?', binary()}],
                running = none :: none | binary(),
                gc = [] :: [{binary(), binary()}],
                last = 0 :: integer()}).
@@ -315,7 +315,7 @@ finish(#st{mode = folded, stacks = Stacks, procs = Procs} = St) ->
                           _ ->
                               #proc{node = Node, label = Label} = maps:get(Id, Procs),
                               Frames = [atom_name(Node) || Multi] ++ [Label]
-                                  ++ [mfa_text(M, F, A) || {M, F, A} <- lists:reverse(Stack)],
+                                  ++ [mfa_text(M, F, A) || {M, F, A, _} <- lists:reverse(Stack)],
                               Key = iolist_to_binary(lists:join($;, [semi(Fr) || Fr <- Frames])),
                               [{Key, W} | Acc]
                       end
@@ -632,10 +632,13 @@ account(_P, _Time, St) ->
 %%% ---- calls, scheduling, messages (Chrome and folded) ---------------------------
 
 apply_event(Mode, P, #{kind := trace, tag := call, fields := [{mfa, {mfa, M, F, A}}, {args, {term, Args}}]} = Ev, St) ->
-    St1 = chrome_out(Mode, fun() -> slice(<<"B">>, P, Ev, <<"call">>, mfa_text(M, F, A),
-                                          [{<<"args">>, text(Args, P#proc.node)}])
+    ArgsText = case Mode of
+                   chrome -> iolist_to_binary(text(Args, P#proc.node));
+                   folded -> <<>>
+               end,
+    St1 = chrome_out(Mode, fun() -> slice(<<"B">>, P, Ev, <<"call">>, mfa_text(M, F, A), none)
                            end, St),
-    {P#proc{stack = [{M, F, A} | P#proc.stack]}, St1};
+    {P#proc{stack = [{M, F, A, ArgsText} | P#proc.stack]}, St1};
 apply_event(Mode, P, #{kind := trace, tag := Tag, fields := [{mfa, {mfa, M, F, A}}, {_, {term, V}}]} = Ev, St)
   when Tag =:= return_from; Tag =:= exception_from ->
     case split_at(M, F, A, P#proc.stack) of
@@ -645,7 +648,7 @@ apply_event(Mode, P, #{kind := trace, tag := Tag, fields := [{mfa, {mfa, M, F, A
             Key = case Tag of return_from -> <<"return">>; exception_from -> <<"exception">> end,
             St1 = ends(Mode, P, Ev, Above, St),
             St2 = chrome_out(Mode, fun() -> slice(<<"E">>, P, Ev, <<"call">>, frame_text(Frame),
-                                                  [{Key, text(V, P#proc.node)}])
+                                                  [frame_args(Frame), {Key, text(V, P#proc.node)}])
                                end, St1),
             {P#proc{stack = Below}, St2}
     end;
@@ -665,7 +668,7 @@ apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{mfa, V}]} = Ev, 
         none ->
             MFA = field_text(V, P#proc.node),
             {P#proc{running = MFA},
-             out_event(sched_slice(<<"B">>, P, Ev, <<"sched">>, <<"running">>, [{<<"mfa">>, MFA}]), St)};
+             out_event(sched_slice(<<"B">>, P, Ev, <<"sched">>, <<"running">>, none), St)};
         _ ->
             {P, St}
     end;
@@ -674,10 +677,11 @@ apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{mfa, V}]} = Ev, 
     case P#proc.running of
         none ->
             {P, St};
-        _ ->
+        In ->
             MFA = field_text(V, P#proc.node),
             {P#proc{running = none},
-             out_event(sched_slice(<<"E">>, P, Ev, <<"sched">>, <<"running">>, [{<<"mfa">>, MFA}]), St)}
+             out_event(sched_slice(<<"E">>, P, Ev, <<"sched">>, <<"running">>,
+                                   [{<<"in">>, In}, {<<"out">>, MFA}]), St)}
     end;
 apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{info, {term, I}}]} = Ev, St)
   when Tag =:= gc_minor_start; Tag =:= gc_major_start; Tag =:= gc_minor_end; Tag =:= gc_major_end ->
@@ -688,14 +692,14 @@ apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{info, {term, I}}
                         gc_major_end -> {<<"gc_major">>, 'end'}
                     end,
     Info = text(I, P#proc.node),
-    Open = lists:keymember(Name, 1, P#proc.gc),
-    case Phase of
-        start when not Open ->
+    case {Phase, lists:keyfind(Name, 1, P#proc.gc)} of
+        {start, false} ->
             {P#proc{gc = [{Name, Info} | P#proc.gc]},
-             out_event(sched_slice(<<"B">>, P, Ev, <<"gc">>, Name, [{<<"info">>, Info}]), St)};
-        'end' when Open ->
+             out_event(sched_slice(<<"B">>, P, Ev, <<"gc">>, Name, none), St)};
+        {'end', {Name, Start}} ->
             {P#proc{gc = lists:keydelete(Name, 1, P#proc.gc)},
-             out_event(sched_slice(<<"E">>, P, Ev, <<"gc">>, Name, [{<<"info">>, Info}]), St)};
+             out_event(sched_slice(<<"E">>, P, Ev, <<"gc">>, Name,
+                                   [{<<"start">>, Start}, {<<"end">>, Info}]), St)};
         _ ->
             {P, St}
     end;
@@ -756,7 +760,8 @@ chrome_out(folded, _Fun, St) -> St.
 %% E events for the frames in Above (top first), args {}.
 ends(chrome, P, Ev, Above, St) ->
     lists:foldl(fun(Frame, S) ->
-                        out_event(slice(<<"E">>, P, Ev, <<"call">>, frame_text(Frame), []), S)
+                        out_event(slice(<<"E">>, P, Ev, <<"call">>, frame_text(Frame),
+                                        [frame_args(Frame)]), S)
                 end, St, Above);
 ends(folded, _P, _Ev, _Above, St) ->
     St.
@@ -766,13 +771,15 @@ split_at(M, F, A, Stack) ->
     split_at(M, F, A, Stack, []).
 
 split_at(_, _, _, [], _) -> none;
-split_at(M, F, A, [{M, F, B} = Frame | Below], Above)
+split_at(M, F, A, [{M, F, B, _} = Frame | Below], Above)
   when A =:= B; A =:= '?'; B =:= '?' ->
     {lists:reverse(Above), Frame, Below};
 split_at(M, F, A, [Frame | Below], Above) ->
     split_at(M, F, A, Below, [Frame | Above]).
 
-frame_text({M, F, A}) -> mfa_text(M, F, A).
+frame_text({M, F, A, _}) -> mfa_text(M, F, A).
+
+frame_args({_, _, _, Args}) -> {<<"args">>, Args}.
 
 mfa_text(M, F, A) ->
     iolist_to_binary([atom_text(M), $:, atom_text(F), $/,
@@ -871,14 +878,17 @@ close_all(#st{procs = Procs, nodes = Nodes} = St) ->
 close_proc(#proc{last = T} = P, St) ->
     Ev = #{time => T},
     St1 = lists:foldl(fun(Frame, S) ->
-                              out_event(slice(<<"E">>, P, Ev, <<"call">>, frame_text(Frame), []), S)
+                              out_event(slice(<<"E">>, P, Ev, <<"call">>, frame_text(Frame),
+                                              [frame_args(Frame)]), S)
                       end, St, P#proc.stack),
-    St2 = lists:foldl(fun({Name, _}, S) ->
-                              out_event(sched_slice(<<"E">>, P, Ev, <<"gc">>, Name, []), S)
+    St2 = lists:foldl(fun({Name, Info}, S) ->
+                              out_event(sched_slice(<<"E">>, P, Ev, <<"gc">>, Name,
+                                                    [{<<"start">>, Info}]), S)
                       end, St1, P#proc.gc),
     case P#proc.running of
         none -> St2;
-        _ -> out_event(sched_slice(<<"E">>, P, Ev, <<"sched">>, <<"running">>, []), St2)
+        In -> out_event(sched_slice(<<"E">>, P, Ev, <<"sched">>, <<"running">>,
+                                    [{<<"in">>, In}]), St2)
     end.
 
 %%% ---- Chrome objects -------------------------------------------------------------
@@ -894,12 +904,12 @@ slice(Ph, P, #{time := T}, Cat, Name, Args) ->
     {obj, [<<"{\"ph\":\"">>, Ph, <<"\",">>, {ids, P, 0}, <<",\"ts\":">>, time_us(T),
            case Ph of <<"X">> -> <<",\"dur\":0.000">>; _ -> <<>> end,
            <<",\"cat\":\"">>, Cat, <<"\",\"name\":">>, json_string(Name),
-           <<",\"args\":">>, args(Args), <<"}">>]}.
+           opt_args(Args), <<"}">>]}.
 
 sched_slice(Ph, P, #{time := T}, Cat, Name, Args) ->
     {obj, [<<"{\"ph\":\"">>, Ph, <<"\",">>, {ids, P, ?SCHED_TID}, <<",\"ts\":">>, time_us(T),
            <<",\"cat\":\"">>, Cat, <<"\",\"name\":\"">>, Name,
-           <<"\",\"args\":">>, args(Args), <<"}">>]}.
+           <<"\"">>, opt_args(Args), <<"}">>]}.
 
 flow(Ph, P, #{time := T}, Cat, Name, Id) ->
     {obj, [<<"{\"ph\":\"">>, Ph, <<"\",">>,
@@ -922,6 +932,9 @@ instant_obj(P, #{time := T}, Name, Args) ->
     {obj, [<<"{\"ph\":\"i\",\"s\":\"t\",">>, {ids, P, 0}, <<",\"ts\":">>, time_us(T),
            <<",\"cat\":\"proc\",\"name\":">>, json_string(Name),
            <<",\"args\":">>, args(Args), <<"}">>]}.
+
+opt_args(none) -> [];
+opt_args(Args) -> [<<",\"args\":">>, args(Args)].
 
 args(Args) ->
     [${, lists:join($,, [[json_string(K), $:,

@@ -189,7 +189,7 @@ chrome_bytes_test() ->
                  ["{\"traceEvents\":[\n",
                   "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"", N, "\"}},\n",
                   "{\"ph\":\"M\",\"pid\":1,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"<0.80.0>\"}},\n",
-                  "{\"ph\":\"B\",\"pid\":1,\"tid\":1,\"ts\":0.000,\"cat\":\"call\",\"name\":\"m:f/1\",\"args\":{\"args\":\"[1]\"}},\n",
+                  "{\"ph\":\"B\",\"pid\":1,\"tid\":1,\"ts\":0.000,\"cat\":\"call\",\"name\":\"m:f/1\"},\n",
                   "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":1.000,\"dur\":0.000,\"cat\":\"msg\",\"name\":\"send\",\"args\":{\"msg\":\"ping\",\"to\":\"<0.81.0>\"}},\n",
                   "{\"ph\":\"s\",\"pid\":1,\"tid\":1,\"ts\":1.000,\"cat\":\"msg\",\"name\":\"message\",\"id\":1},\n",
                   "{\"ph\":\"M\",\"pid\":1,\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":\"<0.81.0>\"}},\n",
@@ -197,7 +197,7 @@ chrome_bytes_test() ->
                   "{\"ph\":\"f\",\"bp\":\"e\",\"pid\":1,\"tid\":2,\"ts\":2.500,\"cat\":\"msg\",\"name\":\"message\",\"id\":1},\n",
                   "{\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":2,\"ts\":2.600,\"cat\":\"proc\",\"name\":\"register\",\"args\":{\"name\":\"srv\"}},\n",
                   "{\"ph\":\"M\",\"pid\":1,\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":\"<0.81.0> (srv)\"}},\n",
-                  "{\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":3.000,\"cat\":\"call\",\"name\":\"m:f/1\",\"args\":{\"return\":\"ok\"}},\n",
+                  "{\"ph\":\"E\",\"pid\":1,\"tid\":1,\"ts\":3.000,\"cat\":\"call\",\"name\":\"m:f/1\",\"args\":{\"args\":\"[1]\",\"return\":\"ok\"}},\n",
                   "{\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":1,\"ts\":4.000,\"cat\":\"proc\",\"name\":\"exit\",\"args\":{\"reason\":\"normal\"}}\n",
                   "],\"otherData\":{\"format\":\"tracekit-export\",\"version\":1,\"events\":6,\"time_zero_ns\":1000}}\n"]),
     ?assertEqual(Expected, Bin).
@@ -314,6 +314,11 @@ check_chrome(Events, Me, Srv) ->
                 (_, Acc) -> Acc
              end, #{}, Ts),
     ?assertEqual([], lists:append(maps:values(Open))),
+    %% B events without args (speedscope names frames by them), E events
+    %% of calls with the call's arguments.
+    [?assertNot(maps:is_key(<<"args">>, E)) || #{<<"ph">> := <<"B">>} = E <- Ts],
+    [?assertMatch(#{<<"args">> := #{<<"args">> := <<"[", _/binary>>}}, E)
+     || #{<<"ph">> := <<"E">>, <<"cat">> := <<"call">>} = E <- Ts],
     %% The calls: 4 work/1 and as many fib/1 as fib(8) makes, each once.
     Calls = [N || #{<<"ph">> := <<"B">>, <<"cat">> := <<"call">>, <<"name">> := N} <- Ts],
     ?assertEqual(4, length([C || C <- Calls, C =:= <<"tracekit_export_tests:work/1">>])),
