@@ -84,7 +84,7 @@
               t0 = 0 :: integer(),
               first_ts = none :: term(),
               last_ts = none :: term(),
-              tags = #{} :: #{atom() => non_neg_integer()},
+              tags = #{} :: #{atom() | string() => non_neg_integer()},
               procs = #{} :: #{term() => {pos_integer(), non_neg_integer()}},
               names = #{} :: #{term() => atom()},
               rows = [] :: [iodata()],
@@ -240,8 +240,8 @@ tag({seq_trace, _, Info, _}) -> seq_tag(Info);
 tag(_) -> other.
 
 seq_tag(Info) when is_tuple(Info), tuple_size(Info) > 0, is_atom(element(1, Info)) ->
-    list_to_atom("seq_trace " ++ atom_to_list(element(1, Info)));
-seq_tag(_) -> seq_trace.
+    "seq_trace " ++ atom_to_list(element(1, Info));
+seq_tag(_) -> "seq_trace".
 
 register_name(E, A) when (element(1, E) =:= trace orelse element(1, E) =:= trace_ts),
                          tuple_size(E) >= 4, element(3, E) =:= register ->
@@ -489,6 +489,7 @@ left_out(N, One, Many, What) ->
 
 css() ->
     "body{font-family:sans-serif;margin:1em 2em;color:#222}"
+    ".boxes{display:flex;gap:2.5em;align-items:flex-start;flex-wrap:wrap}.boxes h3{margin:0 0 .4em 0;font-size:1em}"
     "h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.5em;border-bottom:1px solid #ccc}"
     "table{border-collapse:collapse;font-size:0.85em}"
     "td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top}"
@@ -508,7 +509,7 @@ summary(#acc{n = N, procs = Procs, tags = Tags, o = O, first_ts = T1, last_ts = 
                  integer_to_list(C), "</td></tr>\n"]
                 || {P, {_, C}} <- lists:sort(fun({_, {F1, _}}, {_, {F2, _}}) -> F1 =< F2 end,
                                              maps:to_list(Procs))],
-    TagRows = [["<tr><td>", esc(io_lib:format("~tw", [T])), "</td><td>", integer_to_list(C),
+    TagRows = [["<tr><td>", esc(tag_text(T)), "</td><td>", integer_to_list(C),
                 "</td></tr>\n"] || {T, C} <- lists:sort(maps:to_list(Tags))],
     Span = case T1 of
                none -> "no timestamps";
@@ -518,17 +519,20 @@ summary(#acc{n = N, procs = Procs, tags = Tags, o = O, first_ts = T1, last_ts = 
                none -> [];
                L -> ["<tr><th>lost or dropped</th><td>", integer_to_list(L), "</td></tr>\n"]
            end,
-    ["<h2 id=\"summary\">Summary</h2>\n<table class=\"summary\">\n",
+    ["<h2 id=\"summary\">Summary</h2>\n<div class=\"boxes\">\n<div>\n<table class=\"summary\">\n",
      "<tr><th>events</th><td>", integer_to_list(N), "</td></tr>\n",
      Lost,
      "<tr><th>time</th><td>", esc(Span), "</td></tr>\n",
      "<tr><th>processes</th><td>", integer_to_list(map_size(Procs)), "</td></tr>\n",
      "<tr><th>messages drawn</th><td>", integer_to_list(A#acc.narrows), "</td></tr>\n",
-     "</table>\n",
-     "<h3>Processes</h3>\n<table class=\"procs\"><thead><tr><th>process</th><th>events</th></tr>"
-     "</thead>\n<tbody>\n", ProcRows, "</tbody></table>\n",
-     "<h3>Events by tag</h3>\n<table class=\"tags\"><thead><tr><th>tag</th><th>events</th></tr>"
-     "</thead>\n<tbody>\n", TagRows, "</tbody></table>\n"].
+     "</table>\n</div>\n",
+     "<div>\n<h3>Processes</h3>\n<table class=\"procs\"><thead><tr><th>process</th><th>events</th></tr>"
+     "</thead>\n<tbody>\n", ProcRows, "</tbody></table>\n</div>\n",
+     "<div>\n<h3>Events by tag</h3>\n<table class=\"tags\"><thead><tr><th>tag</th><th>events</th></tr>"
+     "</thead>\n<tbody>\n", TagRows, "</tbody></table>\n</div>\n</div>\n"].
+
+tag_text(T) when is_atom(T) -> io_lib:format("~tw", [T]);
+tag_text(T) -> T.
 
 %% The sequence diagram: participants in the order they first take part.
 diagram([], _A) ->

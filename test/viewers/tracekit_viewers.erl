@@ -51,7 +51,8 @@ workload(Dir) ->
     1 = trace:process(S, Srv, true, [call, send, 'receive', running, procs, timestamp]),
     1 = trace:process(S, Client, true, [send, 'receive', procs, timestamp]),
     register(viewers_server, Srv),
-    _ = trace:function(S, {?MODULE, '_', '_'}, [{'_', [], [{return_trace}]}], [local]),
+    _ = [trace:function(S, {?MODULE, F, 1}, [{'_', [], [{return_trace}]}], [local])
+         || F <- [handle, compute, fib]],
     Client ! go,
     receive done -> ok end,
     Srv ! stop,

@@ -1,0 +1,184 @@
+// Opens tracekit's exports and report in real viewers, in headless
+// Chromium driven by puppeteer-core, and checks from the pages what they
+// show:
+//   - the Chrome export of the known workload in speedscope: one profile
+//     (track) per process, named by pid and registered name, and the
+//     workload's function frames in the sandwich view;
+//   - the folded export in speedscope: the same frames, the processes as
+//     root frames;
+//   - the HTML report of the sample suite's failing case: one arrow per
+//     message in the sequence diagram, labelled, and one table row per
+//     event.
+// Usage: node check.cjs VIEWERS_DIR OUT_DIR SHOTS_DIR|-
+// OUT_DIR holds workload.json, workload.folded, report.html and the
+// *.expect.json written by tracekit_viewers.erl. Exit status 0 when every
+// check holds.
+'use strict';
+const path = require('path');
+const fs = require('fs');
+
+const [viewers, outDir, shotsDir] = process.argv.slice(2);
+const puppeteer = require(path.join(viewers, 'node_modules', 'puppeteer-core'));
+const speedscope = path.join(viewers, 'node_modules', 'speedscope', 'dist', 'release', 'index.html');
+const chromium = process.env.CHROMIUM || '/usr/bin/chromium';
+
+let failures = 0;
+let passes = 0;
+function check(what, ok, detail) {
+  if (ok) {
+    passes++;
+    console.log(`ok   ${what}`);
+  } else {
+    failures++;
+    console.log(`FAIL ${what}${detail === undefined ? '' : ': ' + detail}`);
+  }
+}
+const sleep = ms => new Promise(r => setTimeout(r, ms));
+const readJson = f => JSON.parse(fs.readFileSync(path.join(outDir, f), 'utf8'));
+
+async function shot(page, name, opts = {}) {
+  if (shotsDir === '-') return;
+  fs.mkdirSync(shotsDir, {recursive: true});
+  await page.screenshot({path: path.join(shotsDir, name), ...opts});
+}
+
+// Loads a profile into speedscope as its command-line tool does: a
+// script that hands the file's bytes to speedscope.loadFileFromBase64.
+async function openInSpeedscope(page, file) {
+  const name = path.basename(file);
+  const loader = path.join(outDir, name + '.load.js');
+  fs.writeFileSync(loader, `speedscope.loadFileFromBase64(${JSON.stringify(name)}, ` +
+                   `${JSON.stringify(fs.readFileSync(file).toString('base64'))})`);
+  await page.goto('file://' + speedscope + '#localProfilePath=' + loader);
+  await page.waitForFunction(n => document.title === `${n} - speedscope`, {timeout: 30000}, name);
+  // The toolbar names the profile once it is drawn: "NAME (i/N)", or
+  // the file's name when it holds one profile.
+  await page.waitForFunction(n => /\(\d+\/\d+\)/.test(document.body.innerText) ||
+                                  document.body.innerText.includes('\n' + n + '\n'),
+                             {timeout: 30000}, name);
+}
+
+// The toolbar's "NAME (i/N)".
+async function profileTitle(page) {
+  return page.evaluate(() => {
+    const m = document.body.innerText.match(/\n?([^\n]*) \((\d+)\/(\d+)\)/);
+    return m ? {name: m[1], index: +m[2], count: +m[3]} : null;
+  });
+}
+
+async function sandwichSymbols(page) {
+  await page.keyboard.press('3');
+  await sleep(500);
+  return page.evaluate(() => document.body.innerText.split('\n').map(s => s.trim()));
+}
+
+async function chromeExport(browser) {
+  const expect = readJson('workload.expect.json');
+  const page = await browser.newPage();
+  await page.setViewport({width: 1400, height: 800});
+  await openInSpeedscope(page, path.join(outDir, 'workload.json'));
+  // Every profile: one per track (process, and its scheduling track).
+  const first = await profileTitle(page);
+  check('speedscope loaded the Chrome export', first !== null, 'no profile title');
+  if (first === null) return page.close();
+  const names = [first.name];
+  for (let i = 1; i < first.count; i++) {
+    await page.keyboard.press('n');
+    await sleep(300);
+    names.push((await profileTitle(page)).name);
+  }
+  for (let i = 1; i < first.count; i++) await page.keyboard.press('p');
+  await sleep(300);
+  for (const track of expect.tracks) {
+    check(`speedscope shows a track for ${track}`,
+          names.some(n => n.includes(track + ' (tid ')), JSON.stringify(names));
+  }
+  check('each track is grouped under its node',
+        names.every(n => n.startsWith('nonode@nohost (pid 1), ')), JSON.stringify(names));
+  // The server's calls are in its profile, the first one.
+  check('the first profile is the server', first.name.includes(expect.tracks[0]), first.name);
+  await page.keyboard.press('1');
+  await sleep(500);
+  await shot(page, 'speedscope-chrome.png');
+  const symbols = await sandwichSymbols(page);
+  for (const f of expect.frames) {
+    check(`speedscope (Chrome export) has frame ${f}`, symbols.includes(f));
+  }
+  await page.close();
+}
+
+async function foldedExport(browser) {
+  const expect = readJson('workload.expect.json');
+  const page = await browser.newPage();
+  await page.setViewport({width: 1400, height: 800});
+  await openInSpeedscope(page, path.join(outDir, 'workload.folded'));
+  await page.keyboard.press('2');
+  await sleep(500);
+  await shot(page, 'speedscope-folded.png');
+  const symbols = await sandwichSymbols(page);
+  for (const f of expect.frames) {
+    check(`speedscope (folded export) has frame ${f}`, symbols.includes(f));
+  }
+  check(`speedscope (folded export) has the server as a root frame`,
+        symbols.includes(expect.tracks[0]), expect.tracks[0]);
+  await page.close();
+}
+
+async function report(browser) {
+  const expect = readJson('report.expect.json');
+  const page = await browser.newPage();
+  await page.setViewport({width: 1300, height: 900});
+  const errors = [];
+  page.on('pageerror', e => errors.push(e.message));
+  page.on('requestfailed', r => errors.push('request ' + r.url()));
+  const requests = [];
+  page.on('request', r => requests.push(r.url()));
+  await page.goto('file://' + path.join(outDir, 'report.html'), {waitUntil: 'load'});
+  const seen = await page.evaluate(() => {
+    const rows = [...document.querySelectorAll('svg.sequence g.row')];
+    return {
+      arrows: rows.map(g => g.querySelector(':scope > text').textContent),
+      lines: rows.map(g => g.querySelectorAll(':scope > line.msg, :scope > path.msg').length),
+      lost: document.querySelectorAll('svg.sequence .lost').length,
+      hovers: rows.map(g => g.querySelector(':scope > title').textContent),
+      tableRows: document.querySelectorAll('#event-table tbody tr').length,
+      svgs: document.querySelectorAll('svg').length,
+      // The arrows are drawn: each has a box on the page.
+      drawn: rows.filter(g => { const b = g.getBBox(); return b.width > 20 && b.height > 0; }).length,
+    };
+  });
+  check('the report has one arrow per message, labelled',
+        JSON.stringify(seen.arrows) === JSON.stringify(expect.arrows), JSON.stringify(seen.arrows));
+  check('each arrow is one line', seen.lines.every(n => n === 1), JSON.stringify(seen.lines));
+  check('each arrow is drawn', seen.drawn === expect.arrows.length, seen.drawn);
+  check('no arrow is lost', seen.lost === 0, seen.lost);
+  check('each arrow shows its seq_trace serial on hover',
+        seen.hovers.every(h => /serial \[\d+,\d+\]/.test(h)), JSON.stringify(seen.hovers));
+  check(`the event table has ${expect.rows} rows`, seen.tableRows === expect.rows, seen.tableRows);
+  check('the report has its two drawings (diagram, timeline)', seen.svgs === 2, seen.svgs);
+  check('the report loads nothing and raises nothing',
+        errors.length === 0 && requests.every(u => u.startsWith('file://') || u.startsWith('data:')),
+        JSON.stringify({errors, requests}));
+  await shot(page, 'report.png', {fullPage: true});
+  await page.close();
+}
+
+(async () => {
+  const started = Date.now();
+  const browser = await puppeteer.launch({
+    executablePath: chromium, headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--allow-file-access-from-files',
+           '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--disable-dev-shm-usage'],
+  });
+  try {
+    await chromeExport(browser);
+    await foldedExport(browser);
+    await report(browser);
+  } catch (e) {
+    check('the viewers ran', false, e && e.stack);
+  } finally {
+    await browser.close();
+  }
+  console.log(`viewers: ${passes} passed, ${failures} failed (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+  process.exit(failures === 0 ? 0 : 1);
+})();
