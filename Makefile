@@ -6,6 +6,7 @@
 #   make check      dialyzer and xref
 #   make bench      benchmarks (not part of the tests)
 #   make demo       the demonstration run of README.md
+#   make test-viewers  exports and the HTML report checked in headless Chromium
 #
 # OTP=27|29 selects the release (see scripts/otp); without it, the PATH's
 # erl is used when it is release 27 or newer, else OTP 29 is provisioned.
@@ -189,7 +190,8 @@ cat-asan: $(CAT_ASAN)
 # ---- targets ---------------------------------------------------------------
 .PHONY: all nif test-nifs bench-nifs beams test test-c test-c-asan test-c-tsan \
         test-c-long eunit ct test-nif-asan test-all check dialyzer xref bench \
-        demo clean distclean otp-info cat cat-asan
+        demo clean distclean otp-info cat cat-asan \
+        viewers-install test-viewers screenshots
 
 all: nif cat beams
 
@@ -293,6 +295,32 @@ bench: all bench-nifs build/bench/bench_hot
 demo: all
 	$(REBAR) as demo compile
 	scripts/demo
+
+# The exports and the HTML report in real viewers (test/viewers): Chromium
+# (Debian package, installed with apt-get when missing) drives speedscope
+# (npm, into build/viewers) through puppeteer-core; screenshots regenerates
+# the pictures of README.md from the same run.
+VIEWERS := $(CURDIR)/build/viewers
+VIEWERS_NPM := speedscope@1.25.0 puppeteer-core@24.43.1
+VIEWERS_SHOTS ?= -
+viewers-install:
+	@command -v chromium >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	  $$(command -v chromium >/dev/null || echo chromium) \
+	  $$(command -v npm >/dev/null || echo nodejs npm) >/dev/null; }
+	@test -d $(VIEWERS)/node_modules/speedscope -a -d $(VIEWERS)/node_modules/puppeteer-core || \
+	  npm install --prefix $(VIEWERS) --no-audit --no-fund --no-save $(VIEWERS_NPM)
+test-viewers: beams viewers-install
+	rm -rf $(VIEWERS)/out && mkdir -p $(VIEWERS)/ebin
+	erlc -o $(VIEWERS)/ebin test/viewers/tracekit_viewers.erl
+	@echo "test-viewers: the known workload and the sample suite (log: $(VIEWERS)/workload.log)"
+	@erl -noshell -pa $(VIEWERS)/ebin -pa $(REBAR_BASE_DIR)/default/lib/tracekit/ebin \
+	  -run tracekit_viewers main $(VIEWERS)/out \
+	  test/tracekit_cth_SUITE_data/tracekit_cth_sample_SUITE.erl.src \
+	  > $(VIEWERS)/workload.log 2>&1 || { tail -40 $(VIEWERS)/workload.log; exit 1; }
+	node test/viewers/check.cjs $(VIEWERS) $(VIEWERS)/out $(VIEWERS_SHOTS)
+screenshots:
+	$(MAKE) test-viewers VIEWERS_SHOTS=$(CURDIR)/test/viewers/screenshots
 
 clean:
 	rm -rf build priv/*.so priv/bin

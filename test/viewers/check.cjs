@@ -179,6 +179,7 @@ async function report(browser) {
   } finally {
     await browser.close();
   }
-  console.log(`viewers: ${passes} passed, ${failures} failed (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+  console.log(`${((Date.now() - started) / 1000).toFixed(1)} s in Chromium`);
+  console.log(`viewers: ${passes} passed, ${failures} failed`);
   process.exit(failures === 0 ? 0 : 1);
 })();
