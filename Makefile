@@ -162,14 +162,14 @@ build/bench/bench_hot: c_src/bench/bench_hot.c $(LIB_SRC) $(LIB_HDR)
 # ---- tracekit-cat: trace files read without a VM -----------------------------
 # c_src/cat/ links only ei (erl_interface) from OTP and the libtk.a pieces
 # it uses (chunk framing, record format, CRC, tags); never erts. The asan
-# variant (build/cat-asan/) is what tracekit_cat_SUITE's damaged-file run
+# variant ($(B)/cat-asan/) is what tracekit_cat_SUITE's damaged-file run
 # uses when it is there.
 CAT_SRC    := $(sort $(wildcard c_src/cat/*.c))
 CAT_HDR    := $(wildcard c_src/cat/*.h)
 CAT_LIB    := $(addprefix c_src/lib/,tk_tfile.c tk_term.c tk_crc32c.c tk_mem.c tk_tags.c)
 CAT_CFLAGS := $(CSTD) $(WARN) -I$(EI_INCLUDE) -Ic_src/lib -Ic_src/cat
 CAT_BIN    := priv/bin/tracekit-cat
-CAT_ASAN   := build/cat-asan/tracekit-cat
+CAT_ASAN   := $(B)/cat-asan/tracekit-cat
 
 $(B)/obj/cat/%.o: c_src/cat/%.c
 	@mkdir -p $(@D)
@@ -303,11 +303,13 @@ demo: all
 VIEWERS := $(CURDIR)/build/viewers
 VIEWERS_NPM := speedscope@1.25.0 puppeteer-core@24.43.1
 VIEWERS_SHOTS ?= -
+# (The emoji font: speedscope's toolbar draws its icons with it.)
 viewers-install:
-	@command -v chromium >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+	@command -v chromium >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 && \
+	  test -e /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 	  $$(command -v chromium >/dev/null || echo chromium) \
-	  $$(command -v npm >/dev/null || echo nodejs npm) >/dev/null; }
+	  $$(command -v npm >/dev/null || echo nodejs npm) fonts-noto-color-emoji >/dev/null; }
 	@test -d $(VIEWERS)/node_modules/speedscope -a -d $(VIEWERS)/node_modules/puppeteer-core || \
 	  npm install --prefix $(VIEWERS) --no-audit --no-fund --no-save $(VIEWERS_NPM)
 test-viewers: beams viewers-install
