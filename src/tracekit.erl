@@ -82,6 +82,7 @@
                   scope => local | global,
                   ring_size => pos_integer(),
                   file => file:name_all(),
+                  nodes => all | [node()],
                   payload => full | none | {max_bytes, pos_integer()}}.
 %% `reason': why the trace ended; `shown': events printed or collected;
 %% `dropped': events that happened while tracing but were not shown (beyond
@@ -110,7 +111,7 @@ calls(Spec, Opts) ->
     maybe
         {ok, O} ?= options(Opts),
         {ok, Resolved} ?= tracekit_spec:resolve(Spec),
-        {ok, Procs} ?= processes(maps:get(processes, O)),
+        {ok, Procs} ?= processes(maps:get(processes, O), O),
         Text = lists:join(", ", [tracekit_spec:format(C) || {C, _} <- Resolved]),
         tracekit_runner:start(#{kind => calls, procs => Procs, calls => Resolved,
                                 text => [Text, in_procs(Procs)]}, O)
@@ -141,7 +142,7 @@ procs(Processes, Opts) ->
 procs_trace(Kind, Processes, Opts) ->
     maybe
         {ok, O} ?= options(Opts),
-        {ok, Procs} ?= processes(Processes),
+        {ok, Procs} ?= processes(Processes, O),
         tracekit_runner:start(#{kind => Kind, procs => Procs,
                                 text => procs_text(Procs)}, O)
     end.
@@ -269,6 +270,8 @@ valid(line_length, N) -> is_integer(N) andalso N >= 20;
 valid(processes, _) -> true;
 valid(scope, S) -> S =:= local orelse S =:= global;
 valid(file, P) -> is_path(P);
+valid(nodes, all) -> true;
+valid(nodes, L) -> is_list(L) andalso L =/= [] andalso lists:all(fun is_atom/1, proper(L));
 valid(_, _) -> false.
 
 %% The lines must go somewhere: a live process, a registered name, or the
@@ -315,12 +318,35 @@ option_help(io) -> "io is an io device: a pid, a registered name or standard_io"
 option_help(depth) -> "depth is a positive integer";
 option_help(line_length) -> "line_length is an integer of at least 20";
 option_help(scope) -> "scope is local or global";
+option_help(nodes) -> "nodes is all or a list of node names, for example [node() | nodes()]";
 option_help(file) -> "file is the path of the trace file to write, for example \"/tmp/calls.tkt\"";
 option_help(K) ->
     lists:flatten(io_lib:format(
                     "unknown option ~tw; known: max_events, max_time, rate, "
                     "print, format, io, depth, line_length, processes, scope, "
-                    "ring_size, payload, file", [K])).
+                    "ring_size, payload, file, nodes", [K])).
+
+%% With `nodes', pids of any node and names are taken as they are: each
+%% node looks up its own (tracekit_cluster).
+processes(P, #{nodes := _}) when P =:= all; P =:= new; P =:= existing ->
+    {ok, P};
+processes(P, #{nodes := _}) when is_pid(P); is_atom(P) ->
+    {ok, [P]};
+processes(L, #{nodes := _}) when is_list(L), L =/= [] ->
+    case lists:all(fun(X) -> is_pid(X) orelse is_atom(X) end, proper(L)) of
+        true -> {ok, lists:usort(L)};
+        false -> {error, {bad_process, L, "expected pids, registered names (atoms), "
+                          "or all, new, existing"}}
+    end;
+processes(P, _Opts) ->
+    processes(P).
+
+proper(L) ->
+    try length(L) of
+        _ -> L
+    catch
+        error:badarg -> [{improper}]
+    end.
 
 processes(P) when P =:= all; P =:= new; P =:= existing ->
     {ok, P};
@@ -373,6 +399,11 @@ in_procs(Procs) -> [" in ", procs_text(Procs)].
 procs_text(all) -> "all processes";
 procs_text(new) -> "new processes";
 procs_text(existing) -> "existing processes";
-procs_text(Pids) ->
-    lists:join(", ", [tracekit_format:pid(P, #{names => tracekit_format:names(Pids)}) || P <- Pids]).
+procs_text(Procs) ->
+    Pids = [P || P <- Procs, is_pid(P)],
+    Names = tracekit_format:names(Pids),
+    lists:join(", ", [case P of
+                          _ when is_pid(P) -> tracekit_format:pid(P, #{names => Names});
+                          _ -> atom_to_list(P)
+                      end || P <- Procs]).
 

@@ -215,6 +215,12 @@ cut(Line, Max) ->
 %% dropped, and why the trace stopped.
 -spec summary(#{reason := atom() | {atom(), term()}, shown := non_neg_integer(),
                 dropped := non_neg_integer(), _ => _}) -> unicode:chardata().
+summary(#{nodes := Nodes} = Summary) ->
+    Verb = case Summary of #{file := _} -> "written"; _ -> "shown" end,
+    [summary(maps:remove(nodes, Summary)) |
+     [io_lib:format("~ntracekit:   ~ts: ~0P ~s, ~0P dropped~ts",
+                    [atom_to_list(N), S, 5, Verb, D, 5, node_state(State)])
+      || {N, #{shown := S, dropped := D, state := State}} <- lists:sort(maps:to_list(Nodes))]];
 summary(#{reason := Reason, shown := Written, dropped := Dropped, file := Path}) ->
     io_lib:format("tracekit: ~0P ~s written to ~ts, ~0P dropped; ~ts",
                   [Written, 5, plural(Written, "event", "events"), filename:flatten(Path),
@@ -225,6 +231,11 @@ summary(#{reason := Reason, shown := Shown, dropped := Dropped}) ->
 summary(Summary) ->
     erlang:error(badarg, [Summary]).
 
+node_state(closed) -> "";
+node_state({down, Why}) -> io_lib:format("; it went down (~0tP)", [Why, 5]);
+node_state({not_fetched, Why}) -> io_lib:format("; its file was not fetched (~0tP)", [Why, 5]);
+node_state(Other) -> io_lib:format("; ~0tP", [Other, 5]).
+
 plural(1, One, _) -> One;
 plural(_, _, Many) -> Many.
 
@@ -234,6 +245,7 @@ reason({rate, {N, Ms}}) ->
     io_lib:format("stopped: more than ~w events within ~w ms", [N, Ms]);
 reason(stopped) -> "stopped by tracekit:stop";
 reason(caller_down) -> "stopped: the process that started the trace exited";
+reason(nodes_down) -> "stopped: every node traced went down";
 reason({io_timeout, Ms}) ->
     io_lib:format("stopped: the io device did not print a line within ~w ms", [Ms]);
 reason(R) -> io_lib:format("stopped: ~0tP", [R, 20]).

@@ -2,7 +2,10 @@
 %% trace session and ring, drains the ring, applies the limits and prints
 %% (or collects) the events. With the `file' option the session's tracer
 %% is a {@link tracekit_file} instead, whose writer applies the same
-%% limits; this process then only watches its counters.
+%% limits; this process then only watches its counters. With `nodes', a
+%% {@link tracekit_agent} on each node owns that node's session and ring,
+%% and this process merges their events by time ({@link tracekit_cluster})
+%% and applies the limits to the merged stream.
 %%
 %% The traced processes only write into the ring (or the file's buffers);
 %% everything else happens here. The trace ends at a limit, on request, or
@@ -10,19 +13,24 @@
 %% and the ring (or file) closed, and the summary is printed or sent.
 -module(tracekit_runner).
 
--export([start/2]).
+-export([start/2, event_time/1]).
 
 -export_type([request/0, summary/0]).
 
-%% What to trace, already checked by tracekit.
+%% What to trace, already checked by tracekit. (With `nodes', processes
+%% may be pids of any node traced, and names, looked up on each.)
 -type request() ::
         #{kind := calls | messages | procs,
-          procs := all | new | existing | [pid()],
+          procs := all | new | existing | [pid() | atom()],
           calls => [{tracekit_spec:call(), [tracekit_spec:mfa_pattern()]}],
           text := unicode:chardata()}.
 -type summary() :: #{reason := term(), shown := non_neg_integer(),
                      dropped := non_neg_integer(), events => [tuple()],
-                     file => file:name_all()}.
+                     file => file:name_all(), files => [file:filename_all()],
+                     nodes => #{node() => node_summary()},
+                     clocks => #{node() => {integer(), non_neg_integer()}}}.
+-type node_summary() :: #{shown := non_neg_integer(), dropped := non_neg_integer(),
+                          state := closed | {down, term()}}.
 
 -define(BATCH, 1000).
 -define(IDLE_MS, 10).
@@ -31,26 +39,33 @@
 %% the trace: it must not hold the trace, or whoever waits for it, for
 %% ever.
 -define(PRINT_MS, 5000).
+%% How long the nodes of a cluster trace may take to hand over their last
+%% events once tracing stops.
+-define(CLOSE_MS, 10000).
 
-%% Where the session's tracer puts the events: a ring drained here, or a
-%% trace file (its path as given).
--type sink() :: {ring, tracekit_ring:ring()} | {file, tracekit_file:file(), file:name_all()}.
+%% Where the session's tracer puts the events: a ring drained here, a
+%% trace file (its path as given), or the agents of several nodes.
+-type sink() :: {ring, tracekit_ring:ring()}
+              | {file, tracekit_file:file(), file:name_all()}
+              | {cluster, tracekit_cluster:cluster()}.
 
 -record(st, {caller :: pid(),
              caller_mon :: reference(),
-             session :: trace:session(),
+             session :: trace:session() | undefined,
              sink :: sink(),
              opts :: map(),
              limits :: tracekit_limits:limits(),
              deadline :: integer() | infinity,
              calls = [] :: [tracekit_spec:call()],
-             names = #{} :: #{pid() => atom()},
+             names = #{} :: tracekit_printer:names(),
              open = true :: boolean(),
              io_ok = true :: boolean(),
              reason = undefined :: term(),
              over = 0 :: non_neg_integer(),
              collected = [] :: [tuple()],
-             waiters = [] :: [pid()]}).
+             waiters = [] :: [pid()],
+             %% Of a cluster trace: events shown and over, per node.
+             per_node = #{} :: #{node() => {non_neg_integer(), non_neg_integer()}}}).
 
 %% @doc Starts a trace for the calling process. Returns when tracing is on
 %% (and the header line is printed), or with the reason it could not start.
@@ -70,14 +85,78 @@ start(Req, Opts) ->
             {error, {tracer_failed, Why, "the tracing process exited while starting"}}
     end.
 
-init(Caller, Ref, Req, Opts) ->
+%% @doc The time of an event in microseconds: its timestamp, or now for
+%% one without.
+-spec event_time(tuple()) -> integer().
+event_time(E) ->
+    case element(tuple_size(E), E) of
+        {Mega, Sec, Micro} when is_integer(Mega), is_integer(Sec), is_integer(Micro) ->
+            (Mega * 1000000 + Sec) * 1000000 + Micro;
+        _ ->
+            erlang:system_time(microsecond)
+    end.
+
+%%% Start ----------------------------------------------------------------------
+
+init(Caller, Ref, Req, Opts0) ->
     put('$tracekit', Caller),
     CallerMon = monitor(process, Caller),
-    case open_sink(Opts) of
-        {ok, Sink} ->
-            init(Caller, Ref, CallerMon, Sink, Req, Opts);
+    Opts = case Opts0 of
+               #{nodes := all} -> Opts0#{nodes := [node() | nodes()]};
+               _ -> Opts0
+           end,
+    #{max_events := Max, rate := Rate, max_time := Time} = Opts,
+    %% The code that prints a line is loaded before tracing starts, so
+    %% that the code server's work for the first line is not traced.
+    _ = tracekit_printer:line({trace_ts, self(), call, {?MODULE, init, [x]}, os:timestamp()},
+                              undefined, #{}, #{}),
+    case start_tracing(Req, Opts) of
+        {ok, Session, Sink} ->
+            Deadline = case Time of
+                           infinity -> infinity;
+                           _ -> erlang:monotonic_time(millisecond) + Time
+                       end,
+            St = #st{caller = Caller, caller_mon = CallerMon, session = Session,
+                     sink = Sink, opts = Opts,
+                     limits = tracekit_limits:new(Max, Rate),
+                     deadline = Deadline,
+                     calls = [C || {C, _} <- maps:get(calls, Req, [])]},
+            case print(St, header(Req, Opts, Sink)) of
+                #st{io_ok = true} = St1 ->
+                    Caller ! {Ref, ok},
+                    loop(St1);
+                #st{} ->
+                    _ = stop_tracing(St),
+                    Io = maps:get(io, Opts, standard_io),
+                    Caller ! {Ref, {error, {bad_option, {io, Io},
+                                            lists:flatten(io_lib:format(
+                                              "io: ~0tP did not print within ~w ms; "
+                                              "is it an io device?", [Io, 5, ?PRINT_MS]))}}}
+            end;
         {error, _} = E ->
             Caller ! {Ref, E}
+    end.
+
+start_tracing(Req, #{nodes := Nodes} = Opts) ->
+    case tracekit_cluster:start(Nodes, Req, Opts) of
+        {ok, C} -> {ok, undefined, {cluster, C}};
+        {error, {bad_node, N, {file, Path, Posix}}} when N =:= node() -> file_error(Path, Posix);
+        {error, _} = E -> E
+    end;
+start_tracing(Req, Opts) ->
+    case open_sink(Opts) of
+        {ok, Sink} ->
+            Session = trace:session_create(tracekit, tracer(Sink), []),
+            case tracekit_setup:session(Session, Req, Opts, [self()]) of
+                ok ->
+                    {ok, Session, Sink};
+                {error, _} = E ->
+                    _ = trace:session_destroy(Session),
+                    ok = close_sink(Sink),
+                    E
+            end;
+        {error, _} = E ->
+            E
     end.
 
 open_sink(#{file := Path, ring_size := Size, payload := Payload,
@@ -87,9 +166,7 @@ open_sink(#{file := Path, ring_size := Size, payload := Payload,
         {ok, File} ->
             {ok, {file, File, Path}};
         {error, {file, _, Posix}} ->
-            {error, {bad_option, {file, Path},
-                     lists:flatten(io_lib:format("file: cannot create ~tp: ~ts (~w)",
-                                                 [Path, file:format_error(Posix), Posix]))}};
+            file_error(Path, Posix);
         {error, {badopt, {rate, R}}} ->
             {error, {bad_option, {rate, R}, "with file, rate is at most "
                      "{1000000, 86400000} (a million events in a day)"}};
@@ -107,129 +184,18 @@ open_sink(#{ring_size := Size, payload := Payload}) ->
                      "with these options (see tracekit_ring:limits/0)"}}
     end.
 
+file_error(Path, Posix) ->
+    {error, {bad_option, {file, Path},
+             lists:flatten(io_lib:format("file: cannot create ~tp: ~ts (~w)",
+                                         [Path, file:format_error(Posix), Posix]))}}.
+
 tracer({ring, Ring}) -> {tracekit_ring, Ring};
 tracer({file, File, _}) -> {tracekit_file, File}.
 
 close_sink({ring, Ring}) -> tracekit_ring:close(Ring);
 close_sink({file, File, _}) -> tracekit_file:close(File).
 
-init(Caller, Ref, CallerMon, Sink, Req, Opts) ->
-    #{max_events := Max, rate := Rate, max_time := Time} = Opts,
-    Limits = tracekit_limits:new(Max, Rate),
-    %% The code that prints a line is loaded before tracing starts, so
-    %% that the code server's work for the first line is not traced.
-    _ = tracekit_format:event({trace_ts, self(), call, {?MODULE, init, [x]}, os:timestamp()},
-                              #{}),
-    Session = trace:session_create(tracekit, tracer(Sink), []),
-    case setup(Session, Req, Opts) of
-        ok ->
-            Deadline = case Time of
-                           infinity -> infinity;
-                           _ -> erlang:monotonic_time(millisecond) + Time
-                       end,
-            St = #st{caller = Caller, caller_mon = CallerMon, session = Session,
-                     sink = Sink, opts = Opts,
-                     limits = Limits,
-                     deadline = Deadline,
-                     calls = [C || {C, _} <- maps:get(calls, Req, [])]},
-            case print(St, header(Req, Opts)) of
-                #st{io_ok = true} = St1 ->
-                    Caller ! {Ref, ok},
-                    loop(St1);
-                #st{} ->
-                    Io = maps:get(io, Opts, standard_io),
-                    stop_tracing(Session, Sink),
-                    Caller ! {Ref, {error, {bad_option, {io, Io},
-                                            lists:flatten(io_lib:format(
-                                              "io: ~0tP did not print within ~w ms; "
-                                              "is it an io device?", [Io, 5, ?PRINT_MS]))}}}
-            end;
-        {error, _} = E ->
-            stop_tracing(Session, Sink),
-            Caller ! {Ref, E}
-    end.
-
-stop_tracing(Session, Sink) ->
-    _ = trace:session_destroy(Session),
-    ok = close_sink(Sink).
-
-setup(S, #{kind := Kind, procs := Procs} = Req, Opts) ->
-    Flags = case Kind of
-                calls -> [call, timestamp];
-                messages -> [send, 'receive', timestamp];
-                procs -> [procs, timestamp]
-            end,
-    try
-        Scope = maps:get(scope, Opts),
-        _ = [trace:function(S, MFA, MS, [Scope])
-             || Kind =:= calls,
-                {#{match_spec := MS}, MFAs} <- maps:get(calls, Req, []),
-                MFA <- MFAs],
-        case Procs of
-            L when is_list(L) ->
-                lists:foreach(fun(P) -> trace_proc(S, P, Flags) end, L);
-            new ->
-                _ = trace:process(S, new, true, Flags),
-                ok;
-            All ->
-                _ = trace:process(S, All, true, Flags),
-                lists:foreach(fun(P) -> untrace(S, P) end, printing_path(Opts))
-        end
-    catch
-        throw:{dead, P} ->
-            {error, {bad_process, P, "the process is not alive"}}
-    end.
-
-untrace(S, P) ->
-    try trace:process(S, P, false, [all])
-    catch error:badarg -> 0                     % exited meanwhile
-    end.
-
-trace_proc(S, P, Flags) ->
-    try trace:process(S, P, true, Flags) of
-        _ -> ok
-    catch
-        error:badarg -> throw({dead, P})
-    end.
-
-%% The processes that printing a line goes through, which are never
-%% traced (each line would make events, shown in more lines): this
-%% process; the io device and the group leaders it hands the output on
-%% to; the terminal's processes: user_drv with its writer and reader,
-%% user, standard_error and its writer (OTP 29); and the VM's dirty
-%% process signal handlers, which get a message for each signal to a
-%% process that runs a dirty NIF, as the terminal's writer does while it
-%% writes (OTP 27). Those of another node are not traced here anyway.
-printing_path(Opts) ->
-    Io = io_pid(maps:get(io, Opts, standard_io)),
-    Terminal = [whereis(N) || N <- [user_drv, user_drv_writer, user_drv_reader, user,
-                                    standard_error, standard_error_writer]],
-    lists:usort([self() | leaders([Io], [])] ++ [P || P <- Terminal, is_pid(P)]
-                ++ signal_handlers()).
-
-%% The VM starts its system processes first, before any other.
-signal_handlers() ->
-    [P || P <- lists:sublist(erlang:processes(), 16),
-          erlang:process_info(P, initial_call)
-              =:= {initial_call, {erts_dirty_process_signal_handler, start, 0}}].
-
-%% Ps and their group leaders, and theirs, and so on (the local ones).
-leaders([], Seen) ->
-    Seen;
-leaders([P | Ps], Seen) when is_pid(P), node(P) =:= node() ->
-    case lists:member(P, Seen) of
-        true ->
-            leaders(Ps, Seen);
-        false ->
-            case erlang:process_info(P, group_leader) of
-                {group_leader, GL} -> leaders([GL | Ps], [P | Seen]);
-                undefined -> leaders(Ps, Seen)
-            end
-    end;
-leaders([_ | Ps], Seen) ->
-    leaders(Ps, Seen).
-
-header(#{kind := Kind, text := Text}, Opts) ->
+header(#{kind := Kind, text := Text}, Opts, Sink) ->
     Limits = lists:join(" or ",
                         [io_lib:format("~w events", [N]) || N <- [maps:get(max_events, Opts)], N =/= infinity]
                         ++ [io_lib:format("~w ms", [T]) || T <- [maps:get(max_time, Opts)], T =/= infinity]
@@ -241,11 +207,23 @@ header(#{kind := Kind, text := Text}, Opts) ->
                procs -> "process events of "
            end,
     ["tracekit: tracing ", What, Text,
+     case Sink of
+         {cluster, C} -> on_nodes(C);
+         _ -> ""
+     end,
      case Opts of
          #{file := Path} -> io_lib:format(" into ~ts", [filename:flatten(Path)]);
          _ -> ""
      end,
      case Limits of [] -> ""; _ -> [" (stops after ", Limits, ")"] end].
+
+%% The nodes, and how far apart their clocks may be from what was
+%% measured: the merge by time is that exact.
+on_nodes(C) ->
+    Offsets = tracekit_cluster:offsets(C),
+    Err = lists:max([E || {_, E} <- maps:values(Offsets)]),
+    [" on ", lists:join(", ", [atom_to_list(N) || N <- lists:sort(maps:keys(Offsets))]),
+     io_lib:format(" (clocks known within ~.1f ms)", [Err / 1000])].
 
 %%% The loop ------------------------------------------------------------------
 
@@ -261,6 +239,9 @@ loop(#st{caller_mon = CM} = St) ->
             poll(St)
     end.
 
+poll(#st{sink = {cluster, C}} = St) ->
+    idle(St#st{sink = {cluster, tracekit_cluster:request(C)}},
+         erlang:monotonic_time(millisecond));
 poll(#st{sink = {file, File, _}} = St) ->
     %% The writer applies the limits; this process ends the trace when it
     %% has reached one (or at the time limit).
@@ -299,27 +280,127 @@ idle(#st{caller_mon = CM, deadline = D} = St, Now) ->
         {wait, From} ->
             idle(St#st{waiters = [From | St#st.waiters]}, Now);
         {'DOWN', CM, process, _, _} ->
-            finish(caller_down, St)
+            finish(caller_down, St);
+        Msg when element(1, Msg) =:= tracekit_agent; element(1, Msg) =:= 'DOWN' ->
+            from_cluster(Msg, St)
     after Wait ->
             poll(St)
     end.
 
+%%% A cluster trace -----------------------------------------------------------
+
+from_cluster(Msg, #st{sink = {cluster, C}} = St) ->
+    case tracekit_cluster:handle(Msg, C) of
+        {ok, C1} ->
+            merged(St#st{sink = {cluster, C1}});
+        {down, Node, Why, C1} ->
+            St1 = print(St#st{sink = {cluster, C1}},
+                        io_lib:format("tracekit: node ~ts is gone (~0tP); the other nodes "
+                                      "go on", [atom_to_list(Node), Why, 5])),
+            case tracekit_cluster:finished(C1) of
+                true -> finish(nodes_down, St1);
+                false -> merged(St1)
+            end;
+        ignore ->
+            loop(St)
+    end;
+from_cluster(_Msg, St) ->
+    loop(St).
+
+%% What the merge lets go, through the limits; then the end of the trace
+%% when a limit is reached.
+merged(#st{sink = {cluster, C}} = St) ->
+    St1 = take_merged(St, C),
+    Now = erlang:monotonic_time(millisecond),
+    if
+        not St1#st.open ->
+            finish(St1#st.reason, St1);
+        St1#st.deadline =/= infinity, Now >= St1#st.deadline ->
+            finish({max_time, maps:get(max_time, St1#st.opts)}, St1);
+        true ->
+            case file_limit(St1) of
+                none -> loop(St1);
+                Limit -> finish(Limit, St1)
+            end
+    end.
+
+%% With `file', each node's writer applies the limits to its own file;
+%% the trace ends when one of them reached one, or when the nodes wrote
+%% max_events together.
+file_limit(#st{sink = {cluster, C}, opts = #{file := _, max_events := Max}}) ->
+    Stats = maps:values(tracekit_cluster:file_stats(C)),
+    Written = lists:sum([W || #{written := W} <- Stats]),
+    case [L || #{limit := L} <- Stats, L =/= none] of
+        [L | _] -> L;
+        [] when Max =/= infinity, Written >= Max -> {max_events, Max};
+        [] -> none
+    end;
+file_limit(_) ->
+    none.
+
+take_merged(St, C) ->
+    {Items, C1} = tracekit_cluster:take(C),
+    handle_merged(Items, St#st{sink = {cluster, C1}}).
+
+handle_merged([], St) ->
+    St;
+handle_merged([{Node, T, E} | Rest], #st{per_node = PN} = St) ->
+    {Shown0, Over0} = maps:get(Node, PN, {0, 0}),
+    St1 = event(E, T, Node, St),
+    Shown = Shown0 + tracekit_limits:shown(St1#st.limits) - tracekit_limits:shown(St#st.limits),
+    Over = Over0 + St1#st.over - St#st.over,
+    handle_merged(Rest, St1#st{per_node = PN#{Node => {Shown, Over}}}).
+
+%% Stops tracing on every node, and takes in their last events.
+close_cluster(#st{sink = {cluster, C}} = St) ->
+    drain_cluster(St#st{sink = {cluster, tracekit_cluster:close(C)}},
+                  erlang:monotonic_time(millisecond) + ?CLOSE_MS).
+
+drain_cluster(#st{sink = {cluster, C0}} = St0, Until) ->
+    C = tracekit_cluster:request(C0),
+    St = St0#st{sink = {cluster, C}},
+    case tracekit_cluster:finished(C) of
+        true ->
+            St;
+        false ->
+            Left = Until - erlang:monotonic_time(millisecond),
+            Wait = max(0, min(?IDLE_MS, Left)),
+            receive
+                Msg when element(1, Msg) =:= tracekit_agent; element(1, Msg) =:= 'DOWN' ->
+                    case tracekit_cluster:handle(Msg, C) of
+                        ignore -> drain_cluster(St, Until);
+                        {ok, C1} -> drain_cluster(take_merged(St, C1), Until);
+                        {down, _, _, C1} -> drain_cluster(take_merged(St, C1), Until)
+                    end
+            after Wait ->
+                    case Left > 0 of
+                        true -> drain_cluster(St, Until);   % ask again
+                        false -> St
+                    end
+            end
+    end.
+
+%%% Events --------------------------------------------------------------------
+
 handle([], St) ->
     St;
-handle([_ | Es], #st{open = false, over = O} = St) ->
-    handle(Es, St#st{over = O + 1});
 handle([E | Es], St) ->
+    handle(Es, event(E, event_time(E), undefined, St)).
+
+event(_E, _T, _Node, #st{open = false, over = O} = St) ->
+    St#st{over = O + 1};
+event(E, T, Node, St) ->
     case hidden(E, St) of
-        true -> handle(Es, St);
+        true ->
+            St;
         false ->
-            case tracekit_limits:event(time_us(E), St#st.limits) of
+            case tracekit_limits:event(T, St#st.limits) of
                 {show, L} ->
-                    handle(Es, show(E, St#st{limits = L}));
+                    show(E, Node, St#st{limits = L});
                 {last, Why, L} ->
-                    handle(Es, (show(E, St#st{limits = L}))#st{open = false, reason = Why});
+                    (show(E, Node, St#st{limits = L}))#st{open = false, reason = Why};
                 {stop, Why, L} ->
-                    handle(Es, St#st{limits = L, open = false, reason = Why,
-                                     over = St#st.over + 1})
+                    St#st{limits = L, open = false, reason = Why, over = St#st.over + 1}
             end
     end.
 
@@ -331,49 +412,11 @@ hidden(E, #st{calls = Calls}) when element(3, E) =:= return_from,
 hidden(_, _) ->
     false.
 
-time_us(E) ->
-    case element(tuple_size(E), E) of
-        {Mega, Sec, Micro} when is_integer(Mega), is_integer(Sec), is_integer(Micro) ->
-            (Mega * 1000000 + Sec) * 1000000 + Micro;
-        _ ->
-            erlang:monotonic_time(microsecond)
-    end.
-
-show(E, #st{opts = #{print := false}, collected = C} = St) ->
+show(E, _Node, #st{opts = #{print := false}, collected = C} = St) ->
     St#st{collected = [E | C]};
-show(E, #st{opts = #{format := Fun}} = St) when is_function(Fun, 1) ->
-    print(St, line(Fun, E));
-show(E, #st{opts = Opts} = St) ->
-    St1 = learn_names(E, St),
-    FOpts = (maps:with([depth, line_length], Opts))#{names => St1#st.names},
-    print(St1, line(fun(Ev) -> tracekit_format:event(Ev, FOpts) end, E)).
-
-%% The line that Fun (the user's format fun, or tracekit_format's) makes
-%% of an event; when it fails, or what it returns is not text, a line
-%% that says so: the trace goes on.
-line(Fun, E) ->
-    try Fun(E) of
-        Line ->
-            case text(Line) of
-                {ok, Text} -> Text;
-                error -> format_failed(E, io_lib:format("it returned ~0tP, which is "
-                                                        "not text", [Line, 10]))
-            end
-    catch
-        Class:Reason ->
-            format_failed(E, io_lib:format("~tw:~0tP", [Class, Reason, 10]))
-    end.
-
-text(Line) ->
-    try unicode:characters_to_list(Line) of
-        Text when is_list(Text) -> {ok, Text};
-        _ -> error
-    catch
-        error:badarg -> error
-    end.
-
-format_failed(E, Why) ->
-    io_lib:format("tracekit: cannot format the event ~0tP: ~ts", [E, 10, Why]).
+show(E, Node, #st{opts = Opts, names = Names} = St) ->
+    {Line, Names1} = tracekit_printer:line(E, Node, Opts, Names),
+    print(St#st{names = Names1}, Line).
 
 %% Prints a line, unless the trace collects or its io device stopped
 %% answering (then the trace ends).
@@ -382,7 +425,7 @@ print(#st{opts = #{print := false}} = St, _Line) ->
 print(#st{io_ok = false} = St, _Line) ->
     St;
 print(#st{opts = Opts, reason = Reason} = St, Line) ->
-    case put_chars(maps:get(io, Opts, standard_io), [Line, $\n]) of
+    case tracekit_printer:put_chars(maps:get(io, Opts, standard_io), [Line, $\n], ?PRINT_MS) of
         ok -> St;
         timeout -> St#st{io_ok = false, open = false,
                          reason = case Reason of
@@ -391,57 +434,11 @@ print(#st{opts = Opts, reason = Reason} = St, Line) ->
                                   end}
     end.
 
-%% io:put_chars/2 with a time limit (the io protocol's request). A device
-%% that is gone takes nothing, as io:put_chars/2 would fail.
-put_chars(Io, Chars) ->
-    case io_pid(Io) of
-        Pid when is_pid(Pid) ->
-            Mon = monitor(process, Pid),
-            Pid ! {io_request, self(), Mon, {put_chars, unicode, Chars}},
-            receive
-                {io_reply, Mon, _} -> demonitor(Mon, [flush]), ok;
-                {'DOWN', Mon, process, Pid, _} -> ok
-            after ?PRINT_MS ->
-                    demonitor(Mon, [flush]),
-                    timeout
-            end;
-        undefined ->
-            ok
-    end.
-
-io_pid(standard_io) -> group_leader();
-io_pid(Name) when is_atom(Name) -> whereis(Name);
-io_pid(Pid) -> Pid.
-
-%% Registered names of the processes an event mentions.
-learn_names(E, #st{names = Names} = St) ->
-    Names1 = case E of
-                 {_, P, register, Name} -> Names#{P => Name};
-                 {_, P, register, Name, _} -> Names#{P => Name};
-                 _ -> lists:foldl(fun name/2, Names, pids(E))
-             end,
-    St#st{names = Names1}.
-
-pids(E) ->
-    [X || X <- lists:sublist(tuple_to_list(E), 2, 4), is_pid(X)].
-
-%% A name is looked up each time (processes register and unregister);
-%% the last one known is kept for processes that have exited.
-name(P, Names) when node(P) =:= node() ->
-    case erlang:process_info(P, registered_name) of
-        {registered_name, N} -> Names#{P => N};
-        [] -> maps:remove(P, Names);
-        undefined -> Names
-    end;
-name(_P, Names) ->
-    Names.
-
 %%% The end -------------------------------------------------------------------
 
 -spec finish(term(), #st{}) -> no_return().
-finish(Reason0, #st{session = S, sink = Sink} = St0) ->
-    stop_tracing(S, Sink),
-    {St, Summary0} = summary(Reason0, St0),
+finish(Reason0, St0) ->
+    {St, Summary0} = summary(Reason0, stop_tracing(St0)),
     Summary = case St#st.opts of
                   #{print := false, file := _} -> Summary0;
                   #{print := false} -> Summary0#{events => lists:reverse(St#st.collected)};
@@ -454,15 +451,20 @@ finish(Reason0, #st{session = S, sink = Sink} = St0) ->
     _ = [P ! {tracekit, self(), done, Summary} || P <- lists:usort(To)],
     exit(normal).
 
+%% No more events: the session destroyed, the ring or file closed (on
+%% every node).
+stop_tracing(#st{sink = {cluster, _}} = St) ->
+    close_cluster(St);
+stop_tracing(#st{session = S, sink = Sink} = St) ->
+    _ = trace:session_destroy(S),
+    ok = close_sink(Sink),
+    St.
+
 %% After the tracer is closed: what was shown (or written), what was not.
 summary(Reason0, #st{sink = {ring, R}} = St0) ->
     St = handle(tracekit_ring:drain(R), St0),
-    Reason = case St#st.reason of
-                 undefined -> Reason0;
-                 Limit -> Limit
-             end,
     #{dropped := RingDropped, buffered := Buffered} = tracekit_ring:stats(R),
-    {St, #{reason => Reason,
+    {St, #{reason => reason(Reason0, St),
            shown => tracekit_limits:shown(St#st.limits),
            dropped => RingDropped + Buffered + St#st.over}};
 summary(Reason0, #st{sink = {file, File, Path}} = St) ->
@@ -475,4 +477,35 @@ summary(Reason0, #st{sink = {file, File, Path}} = St) ->
                  _ -> Limit
              end,
     {St, #{reason => Reason, shown => Written, dropped => Dropped + Over + Buffered,
-           file => Path}}.
+           file => Path}};
+summary(Reason0, #st{sink = {cluster, C}, opts = #{file := Dir}} = St) ->
+    {Files, Missing} = tracekit_cluster:fetch(C, Dir),
+    ok = tracekit_cluster:done(C),
+    Stats = tracekit_cluster:file_stats(C),
+    Nodes = maps:map(fun(N, #{state := S, dropped := D}) ->
+                             W = maps:get(written, maps:get(N, Stats), 0),
+                             State = case lists:keyfind(N, 1, Missing) of
+                                         {N, Why} when S =:= closed -> {not_fetched, Why};
+                                         _ -> S
+                                     end,
+                             #{shown => W, dropped => D, state => State}
+                     end, tracekit_cluster:nodes_summary(C)),
+    {St, #{reason => Reason0,
+           shown => lists:sum([S || #{shown := S} <- maps:values(Nodes)]),
+           dropped => lists:sum([D || #{dropped := D} <- maps:values(Nodes)]),
+           file => Dir, files => lists:sort(Files), nodes => Nodes,
+           clocks => tracekit_cluster:offsets(C)}};
+summary(Reason0, #st{sink = {cluster, C}, per_node = PN} = St) ->
+    ok = tracekit_cluster:done(C),
+    Nodes = maps:map(fun(N, #{state := S, dropped := D}) ->
+                             {Shown, Over} = maps:get(N, PN, {0, 0}),
+                             #{shown => Shown, dropped => D + Over, state => S}
+                     end, tracekit_cluster:nodes_summary(C)),
+    {St, #{reason => reason(Reason0, St),
+           shown => tracekit_limits:shown(St#st.limits),
+           dropped => lists:sum([D || #{dropped := D} <- maps:values(Nodes)]),
+           nodes => Nodes, clocks => tracekit_cluster:offsets(C)}}.
+
+%% A limit reached while the trace was ending is the reason.
+reason(Reason0, #st{reason = undefined}) -> Reason0;
+reason(_, #st{reason = Limit}) -> Limit.

@@ -1,0 +1,403 @@
+%% tracekit across nodes: the shell API with `nodes' on this node and two
+%% or three peers. The merged stream (per-process order exact on every
+%% node, a request and its reply across nodes in causal order), the
+%% cluster-wide limit, a node killed or disconnected mid-trace, cleanup
+%% when the origin goes away, a node without tracekit, and trace files
+%% fetched from every node.
+-module(tracekit_cluster_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([suite/0, all/0, init_per_suite/1, end_per_suite/1,
+         init_per_testcase/2, end_per_testcase/2]).
+-export([merged_order/1, lines_show_their_node/1, request_reply_across_nodes/1,
+         limit_is_exact_across_nodes/1, node_killed/1, node_disconnected/1,
+         caller_killed/1, origin_node_stopped/1, node_without_tracekit/1,
+         bad_nodes/1, files_fetched/1]).
+%% Called on the nodes.
+-export([tick/1, ticker/2, server/0, start_trace/2]).
+
+suite() ->
+    [{timetrap, {minutes, 2}}].
+
+all() ->
+    [merged_order, lines_show_their_node, request_reply_across_nodes,
+     limit_is_exact_across_nodes, node_killed, node_disconnected, caller_killed,
+     origin_node_stopped, node_without_tracekit, bad_nodes, files_fetched].
+
+init_per_suite(Config) ->
+    case node() of
+        nonode@nohost ->
+            _ = os:cmd(epmd() ++ " -daemon"),
+            timer:sleep(200),
+            {ok, _} = net_kernel:start(tracekit_cluster_ct, #{name_domain => shortnames}),
+            [{stop_dist, true} | Config];
+        _ ->
+            Config
+    end.
+
+end_per_suite(Config) ->
+    _ = [net_kernel:stop() || ?config(stop_dist, Config) =:= true],
+    ok.
+
+epmd() ->
+    case os:find_executable("epmd") of
+        false -> filename:join([code:root_dir(), "erts-" ++ erlang:system_info(version),
+                                "bin", "epmd"]);
+        Path -> Path
+    end.
+
+init_per_testcase(_, Config) ->
+    [{io, tk_capture:start()} | Config].
+
+end_per_testcase(_, Config) ->
+    ok = tracekit:stop(),
+    tk_capture:stop(?config(io, Config)),
+    ok.
+
+%% Peers with tracekit and this suite in their code path (or not).
+peers(N) -> peers(N, true).
+
+peers(N, WithTracekit) ->
+    Paths = [filename:dirname(code:which(M))
+             || M <- [?MODULE | [tracekit || WithTracekit]]],
+    [begin
+         {ok, P, Node} = peer:start_link(#{name => peer:random_name(?MODULE),
+                                           args => lists:append([["-pa", D] || D <- Paths])}),
+         {P, Node}
+     end || _ <- lists:seq(1, N)].
+
+stop_peers(Peers) ->
+    [try peer:stop(P) catch _:_ -> ok end || {P, _} <- Peers],
+    ok.
+
+tick(X) -> X.
+
+%% Calls tick(1..N) in a new process of this node; returns its pid.
+ticker(N, Go) ->
+    spawn(fun() -> receive Go -> ok end, [tick_pause(I) || I <- lists:seq(1, N)] end).
+
+%% A short pause every 100 calls: calls of the nodes interleave over a
+%% longer time than one batch.
+tick_pause(I) when I rem 100 =:= 0 -> timer:sleep(2), tick(I);
+tick_pause(I) -> tick(I).
+
+%% A server that answers {req, From, X} with {reply, X}.
+server() ->
+    spawn(fun Loop() -> receive {req, From, X} -> From ! {reply, X}, Loop() end end).
+
+start_trace(Spec, Opts) ->
+    tracekit:calls(Spec, Opts).
+
+tracekit_sessions(Node) ->
+    [S || {tracekit, _} = S <- erpc:call(Node, trace, session_info, [all])].
+
+%% Runs N ticks on each node at once, traced; returns the collected events.
+ticks_everywhere(Nodes, N, Opts) ->
+    Go = make_ref(),
+    {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                             Opts#{nodes => Nodes, print => false,
+                                   max_events => maps:get(max_events, Opts, infinity)}),
+    Tickers = [erpc:call(Node, ?MODULE, ticker, [N, Go]) || Node <- Nodes],
+    [P ! Go || P <- Tickers],
+    {T, Tickers}.
+
+%%% The merged stream ----------------------------------------------------------
+
+%% Three nodes calling at once: every call of every node is there once, in
+%% each process's own order, and the stream is in time order.
+merged_order(_Config) ->
+    Peers = peers(2),
+    Nodes = [node() | [N || {_, N} <- Peers]],
+    try
+        N = 2000,
+        {T, Tickers} = ticks_everywhere(Nodes, N, #{}),
+        wait_dead(Tickers),
+        timer:sleep(200),
+        {ok, #{reason := stopped, shown := Shown, dropped := 0, events := Events,
+               nodes := PerNode, clocks := Clocks}} = tracekit:stop(T),
+        ct:log("~p~nclock offsets and their error bounds (us): ~p", [PerNode, Clocks]),
+        ?assertEqual(3 * N, Shown),
+        [?assertEqual(lists:seq(1, N), [I || {trace_ts, P1, call, {_, tick, [I]}, _} <- Events,
+                                             P1 =:= P])
+         || P <- Tickers],
+        [?assertMatch(#{shown := N, dropped := 0, state := closed}, maps:get(Node, PerNode))
+         || Node <- Nodes],
+        %% In time order across the nodes: each event's time less its
+        %% node's measured offset. Within a node the events come in the
+        %% order the tracer recorded them, which for processes on
+        %% different schedulers can differ from their timestamps' by the
+        %% time between the VM's timestamp and the record; nothing is out
+        %% of order by more than that (a merge that let one node's batch
+        %% go before another's would be, by the length of a batch).
+        Times = [tracekit_runner:event_time(E) - element(1, maps:get(node(element(2, E)), Clocks))
+                 || E <- Events],
+        Late = lateness(Times),
+        ct:log("events out of timestamp order by at most ~p us", [Late]),
+        ?assert(Late < 1000),
+        %% The same machine: the offsets are within their error bounds of 0
+        %% (and the bounds small).
+        [?assert(abs(Off) =< Err + 1000 andalso Err < 50000)
+         || {Off, Err} <- maps:values(Clocks)]
+    after
+        stop_peers(Peers)
+    end.
+
+%% How far the times go back at most.
+lateness([T | Ts]) ->
+    {_, Late} = lists:foldl(fun(X, {Max, L}) -> {max(Max, X), max(L, Max - X)} end, {T, 0}, Ts),
+    Late.
+
+lines_show_their_node(Config) ->
+    Io = ?config(io, Config),
+    Peers = peers(1),
+    [{_, Peer}] = Peers,
+    try
+        {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                                 #{nodes => [node(), Peer], io => Io}),
+        tick(1),
+        Go = make_ref(),
+        P = erpc:call(Peer, ?MODULE, ticker, [1, Go]),
+        P ! Go,
+        tk_capture:wait_for(Io, "tick\\(1\\)$", 5000),
+        {ok, #{shown := 2, nodes := #{Peer := #{shown := 1}}}} = tracekit:stop(T),
+        [Header | Lines] = tk_capture:lines(Io),
+        ct:log("~ts", [lists:join("\n", [Header | Lines])]),
+        ?assertMatch({match, _}, re:run(Header, " on .* \\(clocks known within [0-9.]+ ms\\)")),
+        [?assertNotEqual(nomatch, string:find(Header, atom_to_list(N) ++ [Sep]))
+         || {N, Sep} <- lists:zip(lists:sort([node(), Peer]), ", ")],
+        [Mine] = [L || L <- Lines, lists:prefix(atom_to_list(node()) ++ " ", L)],
+        [Theirs] = [L || L <- Lines, lists:prefix(atom_to_list(Peer) ++ " ", L)],
+        ?assertMatch({match, _}, re:run(Mine, "tracekit_cluster_SUITE:tick\\(1\\)$")),
+        ?assertMatch({match, _}, re:run(Theirs, "tracekit_cluster_SUITE:tick\\(1\\)$")),
+        ?assert(lists:any(fun(L) -> string:find(L, "   " ++ atom_to_list(Peer) ++ ": 1 shown, 0 dropped") =/= nomatch end, Lines))
+    after
+        stop_peers(Peers)
+    end.
+
+%% A request from this node to a server on a peer and its reply: send,
+%% receive there, send back, receive here, in that order, each time.
+request_reply_across_nodes(_Config) ->
+    Peers = peers(1),
+    [{_, Peer}] = Peers,
+    try
+        Server = erpc:call(Peer, ?MODULE, server, []),
+        Self = self(),
+        {ok, T} = tracekit:messages([Self, Server], #{nodes => [node(), Peer],
+                                                      print => false,
+                                                      max_events => infinity}),
+        [begin Server ! {req, Self, I}, receive {reply, I} -> ok end end
+         || I <- lists:seq(1, 50)],
+        timer:sleep(100),
+        {ok, #{events := Events}} = tracekit:stop(T),
+        Flow = [{Who, What, I} || E <- Events,
+                                  {Who, What, Msg} <- [message(E)],
+                                  I <- [req_or_reply(Msg)], I =/= none],
+        Expected = lists:append([[{Self, send, I}, {Server, 'receive', I},
+                                  {Server, send, I}, {Self, 'receive', I}]
+                                 || I <- lists:seq(1, 50)]),
+        ?assertEqual(Expected, Flow)
+    after
+        stop_peers(Peers)
+    end.
+
+message({trace_ts, Who, send, Msg, _To, _}) -> {Who, send, Msg};
+message({trace_ts, Who, 'receive', Msg, _}) -> {Who, 'receive', Msg};
+message(_) -> {none, none, none}.
+
+req_or_reply({req, _, I}) -> I;
+req_or_reply({reply, I}) -> I;
+req_or_reply(_) -> none.
+
+%% max_events counts across the cluster: exactly that many, and the
+%% nodes' shares add up to it.
+limit_is_exact_across_nodes(_Config) ->
+    Peers = peers(2),
+    Nodes = [node() | [N || {_, N} <- Peers]],
+    try
+        {T, Tickers} = ticks_everywhere(Nodes, 500, #{max_events => 777}),
+        wait_dead(Tickers),
+        {ok, #{reason := {max_events, 777}, shown := 777, events := Events,
+               nodes := PerNode, dropped := Dropped}} = tracekit:wait(T, 20000),
+        ?assertEqual(777, length(Events)),
+        ?assertEqual(777, lists:sum([S || #{shown := S} <- maps:values(PerNode)])),
+        ?assertEqual(1500 - 777, Dropped),
+        [?assertEqual([], tracekit_sessions(N)) || N <- Nodes]
+    after
+        stop_peers(Peers)
+    end.
+
+%%% Nodes that go ---------------------------------------------------------------
+
+node_killed(Config) ->
+    node_lost(Config, fun(Peer, _Node) -> exit(Peer, kill) end).
+
+node_disconnected(Config) ->
+    node_lost(Config, fun(_Peer, Node) -> true = erlang:disconnect_node(Node) end).
+
+%% One of two peers goes mid-trace: one line says so, the others go on,
+%% and the summary says what each node did.
+node_lost(Config, Lose) ->
+    Io = ?config(io, Config),
+    Peers = peers(2),
+    [{P1, N1}, {_, N2}] = Peers,
+    try
+        {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                                 #{nodes => [node(), N1, N2], io => Io,
+                                   max_events => infinity}),
+        Go = make_ref(),
+        [erpc:call(N, ?MODULE, ticker, [5, Go]) ! Go || N <- [N1, N2]],
+        tk_capture:wait_for(Io, "^" ++ atom_to_list(N1) ++ " .*tick\\(5\\)", 5000),
+        tk_capture:wait_for(Io, "^" ++ atom_to_list(N2) ++ " .*tick\\(5\\)", 5000),
+        unlink(P1),
+        Lose(P1, N1),
+        tk_capture:wait_for(Io, "^tracekit: node " ++ atom_to_list(N1) ++ " is gone", 10000),
+        %% The others go on.
+        [erpc:call(N, ?MODULE, ticker, [3, Go]) ! Go || N <- [N2, node()]],
+        tk_capture:wait_for(Io, "^" ++ atom_to_list(node()) ++ " .*tick\\(3\\)", 5000),
+        tk_capture:wait_for(Io, "^" ++ atom_to_list(N2) ++ " .*tick\\(3\\)", 5000),
+        {ok, #{nodes := PerNode}} = tracekit:stop(T),
+        ct:log("~ts~n~p", [lists:join("\n", tk_capture:lines(Io)), PerNode]),
+        ?assertMatch(#{shown := 5, state := {down, _}}, maps:get(N1, PerNode)),
+        ?assertMatch(#{shown := 8, state := closed}, maps:get(N2, PerNode)),
+        ?assertMatch(#{shown := 3, state := closed}, maps:get(node(), PerNode)),
+        ?assertEqual([], tracekit_sessions(N2))
+    after
+        stop_peers(Peers)
+    end.
+
+%% The process that started the trace is killed: within a second every
+%% node is as before (no tracekit session, every ring freed).
+caller_killed(_Config) ->
+    Peers = peers(2),
+    Nodes = [node() | [N || {_, N} <- Peers]],
+    try
+        Alive0 = [{N, erpc:call(N, tracekit_ring, alive, [])} || N <- Nodes],
+        Self = self(),
+        Caller = spawn(fun() ->
+                               {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                                                        #{nodes => Nodes, print => false}),
+                               Self ! {started, T},
+                               receive never -> ok end
+                       end),
+        receive {started, _} -> ok after 20000 -> ct:fail(not_started) end,
+        [?assertMatch([_], tracekit_sessions(N)) || N <- Nodes],
+        exit(Caller, kill),
+        clean_within(1000, Nodes, Alive0)
+    after
+        stop_peers(Peers)
+    end.
+
+%% The trace is started from a peer (the origin) on two other peers; the
+%% origin node is stopped: within a second the others are as before.
+origin_node_stopped(_Config) ->
+    Peers = peers(3),
+    [{Origin, ON}, {_, N1}, {_, N2}] = Peers,
+    try
+        Alive0 = [{N, erpc:call(N, tracekit_ring, alive, [])} || N <- [N1, N2]],
+        %% The peers know each other.
+        pong = erpc:call(ON, net_adm, ping, [N1]),
+        pong = erpc:call(ON, net_adm, ping, [N2]),
+        Self = self(),
+        _ = erpc:call(ON, erlang, spawn,
+                      [fun() ->
+                               Self ! {started, start_trace("tracekit_cluster_SUITE:tick/1",
+                                                            #{nodes => [N1, N2],
+                                                              print => false})},
+                               receive never -> ok end
+                       end]),
+        receive {started, {ok, _}} -> ok after 20000 -> ct:fail(not_started) end,
+        [?assertMatch([_], tracekit_sessions(N)) || N <- [N1, N2]],
+        unlink(Origin),
+        exit(Origin, kill),
+        clean_within(1000, [N1, N2], Alive0)
+    after
+        stop_peers(Peers)
+    end.
+
+clean_within(Ms, Nodes, Alive0) ->
+    T0 = erlang:monotonic_time(millisecond),
+    Clean = fun() ->
+                    lists:all(fun(N) ->
+                                      _ = erpc:call(N, erlang, garbage_collect, []),
+                                      tracekit_sessions(N) =:= [] andalso
+                                          erpc:call(N, tracekit_ring, alive, [])
+                                              =:= proplists:get_value(N, Alive0)
+                              end, Nodes)
+            end,
+    wait_until(Clean, T0 + Ms),
+    ct:log("clean after ~p ms", [erlang:monotonic_time(millisecond) - T0]).
+
+wait_until(Pred, Until) ->
+    case Pred() of
+        true -> ok;
+        false ->
+            case erlang:monotonic_time(millisecond) > Until of
+                true -> ?assert(Pred());
+                false -> timer:sleep(20), wait_until(Pred, Until)
+            end
+    end.
+
+%%% Nodes that cannot take part ---------------------------------------------------
+
+%% A node without tracekit in its code path: one error naming it, and
+%% nothing traced anywhere.
+node_without_tracekit(_Config) ->
+    [{_, Good}] = Peers1 = peers(1),
+    [{_, Bare}] = Peers2 = peers(1, false),
+    try
+        R = tracekit:calls("tracekit_cluster_SUITE:tick/1", #{nodes => [node(), Good, Bare]}),
+        ct:log("~p", [R]),
+        ?assertMatch({error, {bad_node, Bare, "tracekit is not loaded there" ++ _}}, R),
+        [?assertEqual([], tracekit_sessions(N)) || N <- [node(), Good, Bare]]
+    after
+        stop_peers(Peers1 ++ Peers2)
+    end.
+
+bad_nodes(_Config) ->
+    ?assertMatch({error, {bad_node, 'nosuch@nohost', "not connected" ++ _}},
+                 tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                                #{nodes => [node(), 'nosuch@nohost']})),
+    [?assertMatch({error, {bad_option, {nodes, Bad}, "nodes is all or a list" ++ _}},
+                  tracekit:calls("tracekit_cluster_SUITE:tick/1", #{nodes => Bad}))
+     || Bad <- [[], none, "a@b", [a | b], [1]]],
+    ?assertMatch({error, {bad_process, _, _}},
+                 tracekit:messages([self(), no_such_name_anywhere], #{nodes => [node()]})),
+    ?assertEqual([], tracekit_sessions(node())).
+
+%%% Trace files ---------------------------------------------------------------------
+
+%% With file => Dir each node writes its own trace file, and the others'
+%% are fetched into Dir: read together, every call of every node.
+files_fetched(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "cluster_files"),
+    ok = filelib:ensure_path(Dir),
+    Peers = peers(2),
+    Nodes = [node() | [N || {_, N} <- Peers]],
+    try
+        {T, Tickers} = ticks_everywhere(Nodes, 300, #{file => Dir}),
+        wait_dead(Tickers),
+        timer:sleep(200),
+        {ok, #{shown := 900, dropped := 0, file := Dir, files := Files,
+               nodes := PerNode}} = tracekit:stop(T),
+        ct:log("~p~n~p", [Files, PerNode]),
+        ?assertEqual(lists:sort([filename:join(Dir, atom_to_list(N) ++ ".tkt") || N <- Nodes]),
+                     Files),
+        {ok, Events} = tracekit_file:read(Files),
+        [?assertEqual(lists:seq(1, 300), [I || {trace_ts, P1, call, {_, tick, [I]}, _} <- Events,
+                                               P1 =:= P])
+         || P <- Tickers],
+        %% Nothing is left in the peers' temporary directories.
+        [?assertEqual([], erpc:call(N, filelib, wildcard, ["/tmp/tracekit-*" ++ atom_to_list(N) ++ ".tkt"]))
+         || N <- Nodes]
+    after
+        stop_peers(Peers)
+    end.
+
+wait_dead(Pids) ->
+    [begin
+         M = monitor(process, P),
+         receive {'DOWN', M, process, P, _} -> ok after 20000 -> ct:fail(not_dead) end
+     end || P <- Pids],
+    ok.
