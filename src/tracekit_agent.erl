@@ -155,13 +155,21 @@ reply(Runner, Ref, Answer) ->
 %% no more.
 batch({ring, R}, Max, Horizon) ->
     Events = tracekit_ring:drain(R, Max),
-    case {Horizon, Events} of
-        {closed, []} -> {events, [], closed, stats(R)};
-        {closed, _} -> {events, Events, last, stats(R)};
-        _ -> {events, Events, Horizon, stats(R)}
-    end;
+    H = case {Horizon, Events} of
+            {closed, []} -> closed;
+            {closed, _} -> last;
+            _ -> Horizon
+        end,
+    {events, Events, H, stats(R), names(Events)};
 batch({file, F, _, _}, _Max, _Horizon) ->
     {file, tracekit_file:stats(F)}.
+
+%% The registered names of this node's processes the events mention (the
+%% runner shows them beside the pids, as it does for its own node).
+names(Events) ->
+    Pids = lists:usort([P || E <- Events, P <- lists:sublist(tuple_to_list(E), 2, 4),
+                             is_pid(P), node(P) =:= node()]),
+    maps:from_list([{P, N} || P <- Pids, {registered_name, N} <- [process_info(P, registered_name)]]).
 
 stats(R) ->
     maps:with([dropped, buffered], tracekit_ring:stats(R)).

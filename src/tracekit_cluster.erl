@@ -20,7 +20,7 @@
 -module(tracekit_cluster).
 
 -export([start/3, request/1, handle/2, take/1, close/1, finished/1, done/1,
-         nodes_summary/1, file_stats/1, fetch/2, offsets/1]).
+         nodes_summary/1, file_stats/1, fetch/2, offsets/1, names/1]).
 
 -export_type([cluster/0]).
 
@@ -52,7 +52,10 @@
                   %% How far past an event every node's horizon must be
                   %% before it goes out: twice the clocks' error, so that
                   %% the send of a message received is in hand.
-                  margin = 0 :: non_neg_integer()}).
+                  margin = 0 :: non_neg_integer(),
+                  %% Registered names of the nodes' processes, as their
+                  %% agents found them.
+                  names = #{} :: #{pid() => atom()}}).
 
 -opaque cluster() :: #cluster{}.
 
@@ -200,6 +203,12 @@ sample(N) ->
     Rtt = erlang:monotonic_time(microsecond) - M0,
     {Rtt, There - (T0 + Rtt div 2)}.
 
+%% @doc The registered names of the processes of the nodes that their
+%% events mention.
+-spec names(cluster()) -> #{pid() => atom()}.
+names(#cluster{names = Names}) ->
+    Names.
+
 %% @doc Each node's clock offset and its error bound, in microseconds.
 -spec offsets(cluster()) -> #{node() => {integer(), non_neg_integer()}}.
 offsets(#cluster{nodes = Ns}) ->
@@ -231,7 +240,9 @@ handle({tracekit_agent, A, Ref, Answer}, C) ->
     case by_agent(A, C) of
         #node{pending = Ref} = N ->
             N1 = answer(Answer, N#node{pending = undefined}),
-            {ok, note_sends(Answer, C#cluster{nodes = (C#cluster.nodes)#{N#node.name := N1}})};
+            C1 = C#cluster{nodes = (C#cluster.nodes)#{N#node.name := N1},
+                           names = maps:merge(C#cluster.names, answer_names(Answer))},
+            {ok, note_sends(Answer, C1)};
         #node{} -> {ok, C};                     % the acknowledgement of close
         false -> ignore
     end;
@@ -257,7 +268,10 @@ by_agent(A, #cluster{nodes = Ns}) ->
 put_node(#node{name = Name} = N, #cluster{nodes = Ns} = C) ->
     C#cluster{nodes = Ns#{Name := N}}.
 
-answer({events, Es, H, Stats}, #node{queue = Q, offset = Off, state = S} = N) ->
+answer_names({events, _, _, _, Names}) -> Names;
+answer_names(_) -> #{}.
+
+answer({events, Es, H, Stats, _Names}, #node{queue = Q, offset = Off, state = S} = N) ->
     Timed = [{tracekit_runner:event_time(E) - Off, E} || E <- Es],
     Q1 = queue:join(Q, queue:from_list(Timed)),
     Horizon = case H of
@@ -321,7 +335,7 @@ after_or_done(#node{queue = Q, horizon = H}, T, _, Margin) ->
     not queue:is_empty(Q) orelse H =:= closed orelse (is_integer(H) andalso H >= T + Margin).
 
 %% Sends to a process of another node, as the agent's batch brings them.
-note_sends({events, Es, _, _}, #cluster{sends = Sends} = C) ->
+note_sends({events, Es, _, _, _}, #cluster{sends = Sends} = C) ->
     C#cluster{sends = lists:foldl(fun(E, Acc) ->
                                           case send_key(E, C) of
                                               none -> Acc;

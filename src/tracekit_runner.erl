@@ -338,9 +338,10 @@ file_limit(#st{sink = {cluster, C}, opts = #{file := _, max_events := Max}}) ->
 file_limit(_) ->
     none.
 
-take_merged(St, C) ->
+take_merged(#st{names = Names} = St, C) ->
     {Items, C1} = tracekit_cluster:take(C),
-    handle_merged(Items, St#st{sink = {cluster, C1}}).
+    handle_merged(Items, St#st{sink = {cluster, C1},
+                               names = maps:merge(Names, tracekit_cluster:names(C1))}).
 
 handle_merged([], St) ->
     St;

@@ -178,15 +178,16 @@ lines_show_their_node(Config) ->
 
 %% A request from this node to a server on a peer and its reply: send,
 %% receive there, send back, receive here, in that order, each time.
-request_reply_across_nodes(_Config) ->
+request_reply_across_nodes(Config) ->
     Peers = peers(1),
     [{_, Peer}] = Peers,
     try
         Server = erpc:call(Peer, ?MODULE, server, []),
+        true = erpc:call(Peer, erlang, register, [tk_cluster_server, Server]),
         Self = self(),
-        {ok, T} = tracekit:messages([Self, Server], #{nodes => [node(), Peer],
-                                                      print => false,
-                                                      max_events => infinity}),
+        {ok, T} = tracekit:messages([Self, tk_cluster_server], #{nodes => [node(), Peer],
+                                                                 print => false,
+                                                                 max_events => infinity}),
         [begin Server ! {req, Self, I}, receive {reply, I} -> ok end end
          || I <- lists:seq(1, 50)],
         timer:sleep(100),
@@ -197,7 +198,14 @@ request_reply_across_nodes(_Config) ->
         Expected = lists:append([[{Self, send, I}, {Server, 'receive', I},
                                   {Server, send, I}, {Self, 'receive', I}]
                                  || I <- lists:seq(1, 50)]),
-        ?assertEqual(Expected, Flow)
+        ?assertEqual(Expected, Flow),
+        %% Printed, the server's lines name it (its node looked it up).
+        Io = ?config(io, Config),
+        {ok, T2} = tracekit:messages([tk_cluster_server], #{nodes => [node(), Peer], io => Io}),
+        Server ! {req, Self, 0},
+        receive {reply, 0} -> ok end,
+        tk_capture:wait_for(Io, "tk_cluster_server.*\\{reply,0\\}", 5000),
+        {ok, _} = tracekit:stop(T2)
     after
         stop_peers(Peers)
     end.

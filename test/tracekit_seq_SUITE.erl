@@ -217,6 +217,13 @@ two_nodes(_Config) ->
         ?assertEqual(Expected, summary(Ordered)),
         ?assertEqual([2, 1, 4, 3, 6, 5, none, 9, 8],
                      [maps:get(match, S) || S <- Ordered]),
+        %% Whatever the clocks say: with the peer's clock a second behind
+        %% (each event stamped by its node's clock, in the wrong order
+        %% across nodes), the order is the same.
+        Stamp = fun(Es, Base) -> [{seq_trace, L, I, {0, Base, N}}
+                                  || {N, {seq_trace, L, I}} <- lists:enumerate(Es)] end,
+        Skewed = Stamp(Local, 100) ++ Stamp(Remote, 99),
+        ?assertEqual(Expected, summary(tracekit_seq:order(lists:reverse(Skewed)))),
         %% Sends of the client and the database, their receives, here;
         %% the server's receives, sends and print there.
         ?assertEqual({4, 5}, {length(Local), length(Remote)}),
