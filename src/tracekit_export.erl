@@ -152,14 +152,13 @@ fold_source(Fun, Acc, Source) when is_list(Source) ->
     end;
 fold_source(Fun, Acc, Source) when is_binary(Source); is_atom(Source) ->
     tracekit_file:fold(Fun, Acc, Source);
-fold_source(Fun, Acc, Source) when is_reference(Source) ->
+fold_source(Fun, Acc, Source) ->
+    %% A ring (a reference the NIF knows), or nothing that can be read.
     try tracekit_ring:drain(Source) of
         Events -> {ok, lists:foldl(Fun, Acc, Events)}
     catch
-        error:badarg -> {error, {bad_source, Source}, Acc}
-    end;
-fold_source(_Fun, Acc, Source) ->
-    {error, {bad_source, Source}, Acc}.
+        error:_ -> {error, {bad_source, Source}, Acc}
+    end.
 
 source_kind([]) -> events;
 source_kind([E | _]) when is_tuple(E) -> events;
