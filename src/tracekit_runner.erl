@@ -223,7 +223,7 @@ on_nodes(C) ->
     Offsets = tracekit_cluster:offsets(C),
     Err = lists:max([E || {_, E} <- maps:values(Offsets)]),
     [" on ", lists:join(", ", [atom_to_list(N) || N <- lists:sort(maps:keys(Offsets))]),
-     io_lib:format(" (clocks known within ~.1f ms)", [Err / 1000])].
+     io_lib:format(" (clocks known within ~w us)", [Err])].
 
 %%% The loop ------------------------------------------------------------------
 
