@@ -69,6 +69,7 @@
 %% oldest first, with the order of the sends for forgetting the oldest.
 -record(pending, {map = #{} :: #{term() => [{integer(), term(), pos_integer()}]},
                   order = queue:new() :: queue:queue({integer(), term()}),
+                  order_len = 0 :: non_neg_integer(),
                   count = 0 :: non_neg_integer(),
                   seq = 0 :: non_neg_integer()}).
 
@@ -815,11 +816,13 @@ pend(Key, Receiver, Id, #pending{count = C, seq = S} = Pd0) ->
     Q1 = queue:in({S, Key}, Pd#pending.order),
     Pd1 = Pd#pending{map = maps:update_with(Key, fun(L) -> L ++ [Entry] end, [Entry],
                                             Pd#pending.map),
-                     order = Q1, count = Pd#pending.count + 1, seq = S + 1},
+                     order = Q1, order_len = Pd#pending.order_len + 1,
+                     count = Pd#pending.count + 1, seq = S + 1},
     compact(Pd1).
 
-forget_oldest(#pending{map = Map, order = Q} = Pd) ->
-    {{value, {S, Key}}, Q1} = queue:out(Q),
+forget_oldest(#pending{map = Map, order = Q0, order_len = Len} = Pd0) ->
+    {{value, {S, Key}}, Q1} = queue:out(Q0),
+    Pd = Pd0#pending{order_len = Len - 1},
     case Map of
         #{Key := L} ->
             case lists:keytake(S, 1, L) of
@@ -836,8 +839,8 @@ forget_oldest(#pending{map = Map, order = Q} = Pd) ->
 
 %% The order queue keeps entries of sends received since; rebuilt when it
 %% holds more than twice the pending ones.
-compact(#pending{order = Q, count = C, map = Map} = Pd) ->
-    case queue:len(Q) > 2 * ?MAX_PENDING of
+compact(#pending{order = Q, order_len = Len, map = Map} = Pd) ->
+    case Len > 2 * ?MAX_PENDING of
         true ->
             Live = fun({S, K}) ->
                            case Map of
@@ -845,7 +848,8 @@ compact(#pending{order = Q, count = C, map = Map} = Pd) ->
                                _ -> false
                            end
                    end,
-            Pd#pending{order = queue:filter(Live, Q), count = C};
+            Q1 = queue:filter(Live, Q),
+            Pd#pending{order = Q1, order_len = queue:len(Q1)};
         false ->
             Pd
     end.

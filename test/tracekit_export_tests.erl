@@ -444,3 +444,18 @@ errors_test() ->
     ?assertEqual({error, {bad_dest, {not_a, dest}}}, tracekit_export:folded([], {not_a, dest})),
     ?assertEqual({error, {bad_option, {colour, red}}}, tracekit_export:chrome([], tmp("z"), #{colour => red})),
     ?assertEqual({error, {bad_source, 42}}, tracekit_export:chrome(42, standard_io)).
+
+%% At most 65536 sends wait for their receive: the oldest are forgotten.
+pending_bound_test_() ->
+    {timeout, 60,
+     fun() ->
+             A = c:pid(0, 80, 0),
+             B = c:pid(0, 81, 0),
+             N = 65536 + 10,
+             Events = [{trace, A, send, {m, I}, B} || I <- lists:seq(1, N)]
+                 ++ [{trace, B, 'receive', {m, 1}}, {trace, B, 'receive', {m, 10}},
+                     {trace, B, 'receive', {m, 11}}, {trace, B, 'receive', {m, N}}],
+             {ok, Bin} = export(chrome, Events),
+             #{<<"traceEvents">> := Ts} = json:decode(Bin),
+             ?assertEqual([11, N], [Id || #{<<"ph">> := <<"f">>, <<"id">> := Id} <- Ts])
+     end}.
