@@ -412,13 +412,7 @@ seq_parse(Label, Info) ->
                   element(1, Info);
               _ -> info
           end,
-    Owner = case Info of
-                {_, _, From, _, _} when Tag =/= 'receive' -> From;
-                {_, _, _, To, _} -> To;
-                _ -> none
-            end,
-    Proc = case is_pid(Owner) orelse is_port(Owner) of true -> Owner; false -> none end,
-    {seq_trace, Proc, Tag, [{label, {term, Label}}, {info, {term, Info}}], []}.
+    {seq_trace, none, Tag, [{label, {term, Label}}, {info, {term, Info}}], []}.
 
 %% EXPORTS.md 2.2.
 trace_fields(Tag, [Msg, To | Rest]) when Tag =:= send; Tag =:= send_to_non_existing_process ->
