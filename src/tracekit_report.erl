@@ -93,6 +93,7 @@
               narrows = 0 :: non_neg_integer(),
               arrows_out = 0 :: non_neg_integer(),
               recent = [] :: [pos_integer()],
+              pend = #{} :: #{term() => [pos_integer()]},
               seqkeys = #{} :: #{term() => pos_integer()},
               receivers = #{} :: #{term() => true},
               stacks = #{} :: #{term() => [{binary(), integer()}]},
@@ -310,16 +311,22 @@ send(Kind, From, To, Msg, Serial, Time, A) ->
     case Match of
         [Id | _] ->
             A1 = update(Id, fun(Ar) -> add_kind(Ar, Kind, Serial) end, A),
-            seq_key(Serial, Id, A1);
+            pend_key(Kind, Msg, Id, seq_key(Serial, Id, A1));
         [] ->
             case new_arrow(From, To, Msg, Time, A) of
                 {Id, A1} ->
                     A2 = update(Id, fun(Ar) -> add_kind(Ar, Kind, Serial) end, A1),
-                    seq_key(Serial, Id, A2);
+                    pend_key(Kind, Msg, Id, seq_key(Serial, Id, A2));
                 full ->
                     A
             end
     end.
+
+%% Process-trace sends wait for their receive by message.
+pend_key(ptrace, Msg, Id, #acc{pend = P} = A) ->
+    A#acc{pend = maps:update_with(Msg, fun(Ids) -> Ids ++ [Id] end, [Id], P)};
+pend_key(seq, _Msg, _Id, A) ->
+    A.
 
 add_kind(Ar, Kind, none) -> Ar#arrow{kinds = [Kind | Ar#arrow.kinds]};
 add_kind(Ar, Kind, Serial) -> Ar#arrow{kinds = [Kind | Ar#arrow.kinds], serial = Serial}.
@@ -352,13 +359,17 @@ update(Id, Fun, #acc{arrows = Arrows} = A) ->
 %% process (or to an alias or name it stands behind); a receive of a
 %% message whose send was not seen is an arrow from `untraced'.
 receive_msg(To, Msg, A, Time) ->
-    Pending = lists:sort([Id || Id := #arrow{status = pending, msg = M, to = T, kinds = Ks}
-                                    <- A#acc.arrows,
-                                M =:= Msg, lists:member(ptrace, Ks),
-                                T =:= To orelse not (is_pid(T) orelse is_port(T))]),
+    Waiting = maps:get(Msg, A#acc.pend, []),
+    Pending = [Id || Id <- Waiting,
+                     #arrow{status = pending, to = T} <- [maps:get(Id, A#acc.arrows)],
+                     T =:= To orelse not (is_pid(T) orelse is_port(T))],
     case Pending of
         [Id | _] ->
-            update(Id, fun(Ar) -> Ar#arrow{to = To, status = received} end, A);
+            Pend = case lists:delete(Id, Waiting) of
+                       [] -> maps:remove(Msg, A#acc.pend);
+                       Rest -> (A#acc.pend)#{Msg := Rest}
+                   end,
+            update(Id, fun(Ar) -> Ar#arrow{to = To, status = received} end, A#acc{pend = Pend});
         [] ->
             case new_arrow(untraced, To, Msg, Time, A) of
                 {Id, A1} -> update(Id, fun(Ar) -> Ar#arrow{status = received,
