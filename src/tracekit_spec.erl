@@ -12,12 +12,27 @@
 %% "mymod:f/1 -> return"                   also show the return value
 %% "mymod:f/1 -> exception"                also show exceptions
 %% "mymod:f/1 -> return, exception"        both
+%% "mymod:f/1 -> caller"                   also show the calling function
+%% "mymod:f/1 -> stack"                    also show the chain of callers
+%% "mymod:f/1 -> return, stack"            actions combine
+%% "m:handle_call(#{op := get}, _, _)"     maps in patterns
+%% "m:f(M) when map_get(k, M) > 1"         and in guards
 %% '''
 %% Argument patterns may use literals, variables, `_', tuples, lists and
-%% maps (`#{key := Pattern}'); a variable that occurs twice must be bound
-%% to the same value. Guards use the guard BIFs of match specs
-%% (`is_integer/1', `element/2', `map_get/2', comparisons, arithmetic,
-%% `andalso', ...); `,' and `;' work as in a function clause.
+%% maps (`#{key := Pattern}', keys literal); a variable that occurs twice
+%% must be bound to the same value. Guards use the guard BIFs of match
+%% specs (`is_integer/1', `element/2', `map_get/2', `is_map_key/2',
+%% `map_size/1', comparisons, arithmetic, `andalso', ...) and may build
+%% tuples, lists and maps (`M =:= #{k => V}'); `,' and `;' work as in a
+%% function clause.
+%%
+%% `caller' and `stack' add the `{message, ...}' action of a match spec:
+%% the call event then carries `{caller, {M, F, A}}' (the function the
+%% call returns to) or `{stack, Frames}' (the process's stack, as
+%% `erlang:process_info(P, current_stacktrace)' gives it, at most
+%% `stack_depth' frames plus one to tell that there were more, see
+%% {@link parse/2}). A call that is a tail call returns to its caller's
+%% caller, which is then the one shown. With both, the stack is shown.
 %%
 %% Terms are accepted too: `{M, F, A}' (where `F' and `A' may be `_') and
 %% `{M, F, A, MatchSpec}' with a match spec written by hand, or a list of
@@ -29,23 +44,30 @@
 %% saying what is wrong followed by an example of the right form.
 -module(tracekit_spec).
 
--export([parse/1, resolve/1, shows_return/2, format/1]).
+-export([parse/1, parse/2, resolve/1, resolve/2, shows_return/2, format/1]).
 
--export_type([spec/0, call/0, mfa_pattern/0]).
+-export_type([spec/0, call/0, mfa_pattern/0, opts/0]).
 
 -type spec() :: string() | binary() | mfa_pattern()
               | {module(), atom(), arity() | '_', [tuple()]}
               | [string() | binary() | mfa_pattern() | tuple()].
 -type mfa_pattern() :: {module(), atom(), arity() | '_'}.
 %% One parsed call spec. `return' and `exception' say what to show after
-%% the call; `match_spec' already carries the matching trace action.
+%% the call, `stack' what the call event carries about its callers;
+%% `match_spec' already carries the matching trace actions.
 -type call() :: #{module := module(),
                   function := atom(),
                   arity := arity() | '_',
                   match_spec := [tuple()],
                   return := boolean(),
                   exception := boolean(),
+                  stack => none | caller | stack,
                   text := string()}.
+%% `stack_depth': how many frames `-> stack' shows (default 8, at most
+%% 64).
+-type opts() :: #{stack_depth => 1..64}.
+
+-define(STACK_DEPTH, 8).
 
 -define(EXAMPLE, "for example \"lists:seq/2\", "
         "\"my_mod:handle_call({get, _}, _, _) -> return\" or "
@@ -77,15 +99,32 @@
          'div', 'rem', 'band', 'bor', 'bxor', 'bsl', 'bsr', 'and', 'or',
          'xor', 'andalso', 'orelse']).
 
-%% @doc Reads a spec without loading anything. Returns the call specs it
-%% stands for, in order.
+%% @equiv parse(Spec, #{})
 -spec parse(spec()) -> {ok, [call()]} | {error, {bad_spec, term(), string()}}.
-parse([]) ->
+parse(Spec) ->
+    parse(Spec, #{}).
+
+%% @doc Reads a spec without loading anything. Returns the call specs it
+%% stands for, in order. `Opts': `stack_depth', the frames `-> stack'
+%% shows (default 8); a bad option raises `badarg'.
+-spec parse(spec(), opts()) -> {ok, [call()]} | {error, {bad_spec, term(), string()}}.
+parse(Spec, Opts) ->
+    case Opts of
+        #{stack_depth := D} when not is_integer(D); D < 1; D > 64 ->
+            erlang:error(badarg, [Spec, Opts]);
+        #{} ->
+            parse_spec(Spec, maps:get(stack_depth, Opts, ?STACK_DEPTH));
+        _ ->
+            erlang:error(badarg, [Spec, Opts])
+    end.
+
+%% D: the stack depth.
+parse_spec([], _D) ->
     bad([], "the spec is empty");
-parse(Spec) when is_binary(Spec) ->
+parse_spec(Spec, D) when is_binary(Spec) ->
     case unicode:characters_to_list(Spec) of
         [] -> bad(Spec, "the spec is empty");
-        S when is_list(S) -> wrap(Spec, parse_string(S));
+        S when is_list(S) -> wrap(Spec, parse_string(S, D));
         {error, _, Rest} ->
             bad(Spec, io_lib:format("the binary is not UTF-8 text: byte ~w is not "
                                     "part of a UTF-8 character",
@@ -93,16 +132,16 @@ parse(Spec) when is_binary(Spec) ->
         {incomplete, _, _} ->
             bad(Spec, "the binary is not UTF-8 text: it ends inside a character")
     end;
-parse(Spec) when is_list(Spec) ->
+parse_spec(Spec, D) when is_list(Spec) ->
     case text(Spec) of
-        true -> wrap(Spec, parse_string(Spec));
+        true -> wrap(Spec, parse_string(Spec, D));
         {false, C} -> bad(Spec, io_lib:format("the string has ~w in it, which is not "
                                               "a character", [C]));
-        false -> parse_list(Spec, [])
+        false -> parse_list(Spec, [], D)
     end;
-parse(Spec) when is_tuple(Spec) ->
+parse_spec(Spec, _D) when is_tuple(Spec) ->
     wrap(Spec, parse_term(Spec));
-parse(Spec) ->
+parse_spec(Spec, _D) ->
     bad(Spec, "expected a string, {Module, Function, Arity}, "
         "{Module, Function, Arity, MatchSpec} or a list of them").
 
@@ -123,17 +162,17 @@ text(L) ->
 is_char(C) ->
     C >= 0 andalso C =< 16#10FFFF andalso not (C >= 16#D800 andalso C =< 16#DFFF).
 
-parse_list([], Acc) ->
+parse_list([], Acc, _D) ->
     {ok, lists:append(lists:reverse(Acc))};
-parse_list([S | T], Acc) when is_list(S); is_binary(S); is_tuple(S) ->
-    case parse(S) of
-        {ok, Calls} -> parse_list(T, [Calls | Acc]);
+parse_list([S | T], Acc, D) when is_list(S); is_binary(S); is_tuple(S) ->
+    case parse_spec(S, D) of
+        {ok, Calls} -> parse_list(T, [Calls | Acc], D);
         {error, _} = E -> E
     end;
-parse_list([S | _], _) ->
+parse_list([S | _], _, _) ->
     bad(S, "expected a string, {Module, Function, Arity} or "
         "{Module, Function, Arity, MatchSpec} in the list");
-parse_list(Improper, _) ->
+parse_list(Improper, _, _) ->
     bad(Improper, "expected a proper list of specs").
 
 wrap(Spec, {error, Why}) -> bad(Spec, Why);
@@ -155,7 +194,7 @@ parse_term({M, F, A, MS} = T) ->
                            match_spec => MS,
                            return => ms_has(MS, [return_trace, exception_trace]),
                            exception => ms_has(MS, [exception_trace]),
-                           text => show(T)}};
+                           stack => none, text => show(T)}};
                 {error, Why} ->
                     {error, ["the match spec is not valid: ", Why]}
             end;
@@ -192,12 +231,12 @@ ms_has(MS, Actions) ->
 
 %%% Strings -------------------------------------------------------------------
 
-parse_string(S) ->
+parse_string(S, D) ->
     case erl_scan:string(S, {1, 1}) of
         {ok, [], _} ->
             {error, "the spec is empty"};
         {ok, Tokens, End} ->
-            parse_tokens(S, Tokens, End);
+            parse_tokens(S, Tokens, End, D);
         {error, {{_, Col}, Mod, Err}, _} ->
             {error, io_lib:format("cannot read the spec at column ~w: ~ts",
                                   [Col, Mod:format_error(Err)])}
@@ -206,16 +245,32 @@ parse_string(S) ->
 %% End is the location after the last character: the tokens added to
 %% make a form of the spec get it, so that an error there reads as an
 %% incomplete spec.
-parse_tokens(S, Tokens, End) ->
+parse_tokens(S, Tokens, End, D) ->
     {HeadToks, ActionToks} = split_at(Tokens, '->'),
     {CallToks, GuardToks} = split_at(HeadToks, 'when'),
     maybe
         {ok, {M, F, A, Args}} ?= parse_call(CallToks, End),
-        {ok, {Return, Exception}} ?= parse_actions(ActionToks),
-        {ok, MS} ?= match_spec(Args, GuardToks, End, Return, Exception),
+        {ok, #{return := Return, exception := Exception, stack := Stack} = Actions}
+            ?= parse_actions(ActionToks),
+        {ok, MS} ?= match_spec(Args, GuardToks, End, body(Actions, D)),
         {ok, #{module => M, function => F, arity => A, match_spec => MS,
-               return => Return, exception => Exception, text => S}}
+               return => Return, exception => Exception, stack => Stack, text => S}}
     end.
+
+%% The actions of the match spec's body. One {message, _} action is
+%% kept by the VM: with both caller and stack, the stack (whose first
+%% frame is the caller). One frame more than the depth is asked for, to
+%% tell that the stack went on.
+body(#{return := Return, exception := Exception, stack := Stack}, D) ->
+    Message = case Stack of
+                  none -> [];
+                  caller -> [{message, {{caller, {caller}}}}];
+                  stack -> [{message, {{stack, {current_stacktrace, D + 1}}}}]
+              end,
+    Message ++ if Exception -> [{exception_trace}];
+                  Return -> [{return_trace}];
+                  true -> []
+               end.
 
 %% Splits the tokens at the first Sep outside brackets (and fun ... end,
 %% case ... end and the like): {Before, After} where After is none when
@@ -293,27 +348,34 @@ mfa({atom, _, M}, F0, A, Args) ->
 mfa(M, _, _, _) ->
     {error, io_lib:format("the module must be an atom, got ~ts", [pp(M)])}.
 
-parse_actions(none) ->
-    {ok, {false, false}};
-parse_actions({_Arrow, []}) ->
-    {error, "nothing after ->: write -> return, -> exception or "
-     "-> return, exception"};
-parse_actions({_Arrow, Toks}) ->
-    actions(Toks, {false, false}).
+-define(NO_ACTIONS, #{return => false, exception => false, stack => none}).
 
-actions([{atom, _, return} | T], {_, E}) -> actions_sep(T, {true, E});
-actions([{atom, _, exception} | T], {R, _}) -> actions_sep(T, {R, true});
+parse_actions(none) ->
+    {ok, ?NO_ACTIONS};
+parse_actions({_Arrow, []}) ->
+    {error, "nothing after ->: write -> return, -> exception, -> caller, "
+     "-> stack or several, as in -> return, stack"};
+parse_actions({_Arrow, Toks}) ->
+    actions(Toks, ?NO_ACTIONS).
+
+actions([{atom, _, return} | T], Acc) -> actions_sep(T, Acc#{return := true});
+actions([{atom, _, exception} | T], Acc) -> actions_sep(T, Acc#{exception := true});
+actions([{atom, _, caller} | T], #{stack := S} = Acc) ->
+    actions_sep(T, Acc#{stack := case S of stack -> stack; _ -> caller end});
+actions([{atom, _, stack} | T], Acc) -> actions_sep(T, Acc#{stack := stack});
 actions([Tok | _], _) ->
-    {error, io_lib:format("unknown action ~ts after ->: use return, exception "
-                          "or both (-> return, exception)", [token_text(Tok)])};
+    {error, io_lib:format("unknown action ~ts after ->: use return, exception, "
+                          "caller or stack, or several (-> return, stack)",
+                          [token_text(Tok)])};
 actions([], _) ->
-    {error, "an action is missing after the comma: use return or exception"}.
+    {error, "an action is missing after the comma: use return, exception, "
+     "caller or stack"}.
 
 actions_sep([], Acc) -> {ok, Acc};
 actions_sep([{',', _} | T], Acc) -> actions(T, Acc);
 actions_sep([Tok | _], _) ->
     {error, io_lib:format("unexpected ~ts after the action: separate actions "
-                          "with a comma (-> return, exception)",
+                          "with a comma (-> return, stack)",
                           [token_text(Tok)])}.
 
 token_text(Tok) ->
@@ -333,11 +395,7 @@ pp(Expr) ->
 
 %%% Match specs ---------------------------------------------------------------
 
-match_spec(Args, GuardToks, End, Return, Exception) ->
-    Body = if Exception -> [{exception_trace}];
-              Return -> [{return_trace}];
-              true -> []
-           end,
+match_spec(Args, GuardToks, End, Body) ->
     case {Args, GuardToks} of
         {none, none} ->
             {ok, [{'_', [], Body}]};
@@ -570,6 +628,11 @@ guard({cons, _, H, T} = E, Vars) ->
         {ok, L} -> {const, L};
         error -> [guard(H, Vars) | guard(T, Vars)]
     end;
+guard({map, _, Fields} = E, Vars) ->
+    case literal(E) of
+        {ok, M} -> {const, M};
+        error -> maps:from_list([guard_field(F, Vars) || F <- Fields])
+    end;
 guard({op, _, Op, A, B}, Vars) ->
     case lists:member(Op, ?GUARD_OPS) of
         true -> {Op, guard(A, Vars), guard(B, Vars)};
@@ -599,6 +662,14 @@ guard(E, _) ->
                                                [pp(E)]))})
     end.
 
+%% A map built in a guard: keys and values are expressions.
+guard_field({map_field_assoc, _, K, V}, Vars) ->
+    {guard(K, Vars), guard(V, Vars)};
+guard_field({map_field_exact, _, K, V}, _) ->
+    throw({guard, lists:flatten(
+                    io_lib:format("the map field ~ts := ~ts builds no map: in a "
+                                  "guard write Key => Value", [pp(K), pp(V)]))}).
+
 guard_call(F, Args, Vars) ->
     case lists:member({F, length(Args)}, ?GUARD_BIFS) of
         true ->
@@ -618,14 +689,20 @@ literal(E) ->
 
 %%% Resolving -----------------------------------------------------------------
 
-%% @doc Reads a spec like {@link parse/1}, loads the modules it names and
-%% checks that each call spec matches at least one function. Returns the
-%% call specs with `{M, F, A}' patterns that OTP's trace functions accept
-%% (`M:_/2' is expanded into the functions of arity 2).
+%% @equiv resolve(Spec, #{})
 -spec resolve(spec()) ->
           {ok, [{call(), [mfa_pattern()]}]} | {error, {bad_spec, term(), string()}}.
 resolve(Spec) ->
-    case parse(Spec) of
+    resolve(Spec, #{}).
+
+%% @doc Reads a spec like {@link parse/2}, loads the modules it names and
+%% checks that each call spec matches at least one function. Returns the
+%% call specs with `{M, F, A}' patterns that OTP's trace functions accept
+%% (`M:_/2' is expanded into the functions of arity 2).
+-spec resolve(spec(), opts()) ->
+          {ok, [{call(), [mfa_pattern()]}]} | {error, {bad_spec, term(), string()}}.
+resolve(Spec, Opts) ->
+    case parse(Spec, Opts) of
         {ok, Calls} -> resolve_calls(Calls, []);
         {error, _} = E -> E
     end.

@@ -106,6 +106,123 @@ guards_test_() ->
      ?_assertEqual([{['$1'], [{'=:=', '$1', {const, ok}}], [{return_trace}]}],
                    ms("m:f(R) when R =:= ok -> return"))].
 
+%%% Callers and stacks --------------------------------------------------------
+
+stack_actions_test_() ->
+    Caller = {message, {{caller, {caller}}}},
+    Stack = fun(N) -> {message, {{stack, {current_stacktrace, N}}}} end,
+    [?_assertMatch(#{stack := none}, one("m:f/1")),
+     ?_assertMatch(#{stack := none}, one("m:f/1 -> return")),
+     ?_assertMatch(#{stack := caller, return := false, match_spec := [{'_', [], [Caller]}]},
+                   one("m:f/1 -> caller")),
+     %% One frame more than the depth: the printer says when there were more.
+     ?_assertMatch(#{stack := stack, match_spec := [{'_', [], [{message, {{stack, {current_stacktrace, 9}}}}]}]},
+                   one("m:f/1 -> stack")),
+     ?_assertMatch(#{stack := stack, return := true, exception := false},
+                   one("m:f/1 -> return, stack")),
+     ?_assertEqual([{'_', [], [Stack(9), {return_trace}]}], ms("m:f/1 -> return, stack")),
+     ?_assertEqual([{'_', [], [Caller, {exception_trace}]}], ms("m:f/1 -> exception, caller")),
+     ?_assertEqual([{'_', [], [Caller, {exception_trace}]}], ms("m:f/1->caller,exception,return")),
+     %% Both: the stack, whose first frame is the caller.
+     ?_assertEqual([{'_', [], [Stack(9)]}], ms("m:f/1 -> caller, stack")),
+     ?_assertEqual([{'_', [], [Stack(9)]}], ms("m:f/1 -> stack, caller")),
+     ?_assertEqual([{['$1'], [{'>', '$1', 1}], [Stack(9), {return_trace}]}],
+                   ms("m:f(N) when N > 1 -> stack, return")),
+     ?_assertMatch({ok, [#{match_spec := [{'_', [], [{message, {{stack, {current_stacktrace, 4}}}}]}]}]},
+                   tracekit_spec:parse("m:f/1 -> stack", #{stack_depth => 3})),
+     ?_assertMatch({ok, [#{match_spec := [{'_', [], [{message, {{stack, {current_stacktrace, 2}}}}]}]},
+                         #{match_spec := [{'_', [], [{message, {{stack, {current_stacktrace, 2}}}}]}]}]},
+                   tracekit_spec:parse(["m:f/1 -> stack", <<"m:g -> stack">>], #{stack_depth => 1})),
+     ?_assertMatch({ok, [{#{stack := caller}, [{tracekit_spec_tests, f, 1}]}]},
+                   tracekit_spec:resolve("tracekit_spec_tests:f/1 -> caller", #{stack_depth => 2})),
+     %% Terms are taken as written.
+     ?_assertMatch(#{stack := none}, one({m, f, 1, [{'_', [], [Caller]}]})),
+     ?_assertError(badarg, tracekit_spec:parse("m:f/1", #{stack_depth => 0})),
+     ?_assertError(badarg, tracekit_spec:parse("m:f/1", #{stack_depth => 65})),
+     ?_assertError(badarg, tracekit_spec:parse("m:f/1", #{stack_depth => x})),
+     ?_assertError(badarg, tracekit_spec:parse("m:f/1", [])),
+     ?_assertError(badarg, tracekit_spec:resolve("m:f/1", #{stack_depth => -1}))].
+
+%% The match specs of -> caller and -> stack are valid for call tracing
+%% (match_spec_test/3 is safe with them: no flag actions).
+stack_actions_on_the_vm_test_() ->
+    Test = fun(Spec, Args) ->
+                   erlang:match_spec_test(Args, ms(Spec), trace)
+           end,
+    [?_assertMatch({ok, {caller, _}, [], []}, Test("m:f/1 -> caller", [1])),
+     ?_assertMatch({ok, {stack, [_ | _]}, _, _}, Test("m:f/1 -> return, stack", [1])),
+     ?_assertMatch({ok, false, [], []}, Test("m:f(2) -> stack", [1])),
+     ?_test(begin
+                {ok, {stack, Frames}, [], []} =
+                    erlang:match_spec_test([1], maps:get(match_spec, one("m:f/1 -> stack")), trace),
+                ?assert(length(Frames) =< 9),
+                [?assertMatch({M, F, A, L} when is_atom(M) andalso is_atom(F)
+                                                andalso is_integer(A) andalso is_list(L), Fr)
+                 || Fr <- Frames]
+            end)].
+
+%%% Maps ----------------------------------------------------------------------
+
+maps_test_() ->
+    [?_assertEqual([{[#{op => get}, '_', '_'], [], []}],
+                   ms("m:handle_call(#{op := get}, _, _)")),
+     ?_assertEqual([{[#{op => '$1'}, '_'], [{'=/=', '$1', {const, put}}], []}],
+                   ms("m:f(#{op := Op}, _) when Op =/= put")),
+     ?_assertEqual([{[#{a => #{b => '$1'}}], [{'>', '$1', 1}], [{return_trace}]}],
+                   ms("m:f(#{a := #{b := X}}) when X > 1 -> return")),
+     ?_assertEqual([{[#{}], [], []}], ms("m:f(#{})")),
+     ?_assertEqual([{[{'$1', #{k => '$1'}}], [], []}], ms("m:f({V, #{k := V}})")),
+     ?_assertEqual([{['$1'], [{'>', {map_get, {const, k}, '$1'}, 1}], []}],
+                   ms("m:f(M) when map_get(k, M) > 1")),
+     ?_assertEqual([{['$1', '$2'], [{is_map_key, '$2', '$1'}], []}],
+                   ms("m:f(M, K) when is_map_key(K, M)")),
+     ?_assertEqual([{['$1'], [{'=:=', {map_size, '$1'}, 0}], []}],
+                   ms("m:f(M) when map_size(M) =:= 0")),
+     ?_assertEqual([{['$1'], [{'=:=', '$1', {const, #{a => 1}}}], []}],
+                   ms("m:f(M) when M =:= #{a => 1}")),
+     ?_assertEqual([{['$1', '$2'], [{'=:=', '$1', #{{const, k} => '$2',
+                                                    {const, {a, 1}} => ['$2' | {const, []}]}}], []}],
+                   ms("m:f(M, V) when M =:= #{k => V, {a, 1} => [V]}")),
+     ?_assertEqual([{['$1', '$2'], [{'=:=', '$1', #{'$2' => 1}}], []}],
+                   ms("m:f(M, K) when M =:= #{K => 1}")),
+     ?_test(starts("argument pattern K is not supported: map keys must be literals",
+                   why("m:f(#{K := 1}, K)")))].
+
+%% The map specs select what they say, on the VM.
+maps_match_on_the_vm_test_() ->
+    Test = fun(Spec, Args) ->
+                   {ok, R, _, _} = erlang:match_spec_test(Args, ms(Spec), trace),
+                   R
+           end,
+    H = "m:handle_call(#{op := get}, _, _)",
+    [?_assertEqual(true, Test(H, [#{op => get, key => k}, from, state])),
+     ?_assertEqual(false, Test(H, [#{op => put}, from, state])),
+     ?_assertEqual(false, Test(H, [#{key => k}, from, state])),
+     ?_assertEqual(false, Test(H, [{op, get}, from, state])),
+     ?_assertEqual(true, Test("m:f(#{})", [#{a => 1}])),
+     ?_assertEqual(false, Test("m:f(#{})", [[]])),
+     ?_assertEqual(true, Test("m:f({V, #{k := V}})", [{1, #{k => 1}}])),
+     ?_assertEqual(false, Test("m:f({V, #{k := V}})", [{1, #{k => 2}}])),
+     ?_assertEqual(true, Test("m:f(#{a := #{b := X}}) when X > 1", [#{a => #{b => 2}}])),
+     ?_assertEqual(false, Test("m:f(#{a := #{b := X}}) when X > 1", [#{a => #{b => 1}}])),
+     ?_assertEqual(true, Test("m:f(M) when map_get(k, M) > 1", [#{k => 2}])),
+     ?_assertEqual(false, Test("m:f(M) when map_get(k, M) > 1", [#{k => 1}])),
+     %% map_get of a missing key fails the guard, and the call is not traced.
+     ?_assertEqual(false, Test("m:f(M) when map_get(k, M) > 1", [#{j => 2}])),
+     ?_assertEqual(false, Test("m:f(M) when map_get(k, M) > 1", [not_a_map])),
+     ?_assertEqual(true, Test("m:f(M, K) when is_map_key(K, M)", [#{a => 1}, a])),
+     ?_assertEqual(false, Test("m:f(M, K) when is_map_key(K, M)", [#{a => 1}, b])),
+     ?_assertEqual(true, Test("m:f(M) when map_size(M) =:= 0", [#{}])),
+     ?_assertEqual(true, Test("m:f(M) when M =:= #{a => 1}", [#{a => 1}])),
+     ?_assertEqual(false, Test("m:f(M) when M =:= #{a => 1}", [#{a => 1, b => 2}])),
+     ?_assertEqual(true, Test("m:f(M, V) when M =:= #{k => V, {a, 1} => [V]}",
+                              [#{k => 3, {a, 1} => [3]}, 3])),
+     ?_assertEqual(false, Test("m:f(M, V) when M =:= #{k => V, {a, 1} => [V]}",
+                               [#{k => 3, {a, 1} => [4]}, 3])),
+     ?_assertEqual(true, Test("m:f(M, K) when M =:= #{K => 1}", [#{x => 1}, x])),
+     ?_assertEqual(true, Test("m:f(M) when is_map(M) andalso map_get(op, M) =:= get",
+                              [#{op => get}]))].
+
 %%% Terms and lists -----------------------------------------------------------
 
 terms_test_() ->
@@ -143,7 +260,10 @@ errors_test_() ->
                    why("m:f/x"))),
      ?_test(starts("there is no function before the guard or the ->", why("-> return"))),
      ?_test(starts("nothing after ->", why("m:f/1 ->"))),
-     ?_test(starts("unknown action stack after ->", why("m:f/1 -> stack"))),
+     ?_test(starts("unknown action trace after ->: use return, exception, caller or stack",
+                   why("m:f/1 -> trace"))),
+     ?_test(starts("unknown action 3 after ->", why("m:f/1 -> stack, 3"))),
+     ?_test(starts("unexpected 4 after the action", why("m:f/1 -> stack 4"))),
      ?_test(starts("unexpected exception after the action", why("m:f/1 -> return exception"))),
      ?_test(starts("an action is missing after the comma", why("m:f/1 -> return,"))),
      ?_test(starts("a guard needs argument patterns", why("m:f/1 when X > 1"))),
@@ -161,7 +281,9 @@ errors_test_() ->
                    why("m:f(X) when lists:member(X, [1])"))),
      ?_test(starts("the operator ++ cannot be used in a guard",
                    why("m:f(X) when X ++ [] =:= []"))),
-     ?_test(starts("#{a => X} is not supported in a guard", why("m:f(X) when #{a => X} =:= #{}"))),
+     ?_test(starts("the map field a := X builds no map: in a guard write Key => Value",
+                   why("m:f(X) when #{a := X} =:= #{}"))),
+     ?_test(starts("M#{a => 1} is not supported in a guard", why("m:f(M) when M#{a => 1} =:= M"))),
      ?_test(starts("argument pattern X = {a} is not supported: Var = Pattern",
                    why("m:f(X = {a})"))),
      ?_test(starts("argument pattern \"ab\" ++ T is not supported",
