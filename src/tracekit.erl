@@ -55,6 +55,25 @@
 %%   The file holds every event the VM reported: also the return values
 %%   of functions whose spec asked for exceptions only, which a printed
 %%   trace leaves out.</dd>
+%% <dt>`stack_depth'</dt><dd>for {@link calls/2}: how many frames a
+%%   `-> stack' spec shows (default 8, at most 64): `m:f(1) <- m:g/2 <-
+%%   m:h/0', ending in `<- ...' when the stack went on.</dd>
+%% <dt>`records'</dt><dd>`true' (default): tuples that are records of
+%%   the modules the trace touches (those of the spec, the functions of
+%%   the events, the modules processes were started in) print as
+%%   `#state{count = 3,name = x}'. The definitions come from the debug
+%%   info of the modules' object files, read once per module per trace,
+%%   on this node (also in a trace of several nodes); a module without
+%%   debug info prints its tuples as tuples. `[Module]' reads those
+%%   modules too; `false' prints tuples only.</dd>
+%% <dt>`short_refs'</dt><dd>`true' (default): references print as a
+%%   short tag that stays the same for the whole trace, `#Ref<..83994>'
+%%   (more of the reference when another one has the same tag). Collected
+%%   events (`print => false') and trace files keep them whole.</dd>
+%% <dt>`colour'</dt><dd>`auto' (default): colours for pids and names,
+%%   calls, returns, exceptions and message directions when the io device
+%%   writes to a terminal (not with `TERM=dumb' or `NO_COLOR' set);
+%%   `true' always, `false' never.</dd>
 %% </dl>
 %% The processes that printing a line goes through are never traced by
 %% `all' or `existing' (each line would make more events): the printer,
@@ -83,7 +102,11 @@
                   ring_size => pos_integer(),
                   file => file:name_all(),
                   nodes => all | [node()],
-                  payload => full | none | {max_bytes, pos_integer()}}.
+                  payload => full | none | {max_bytes, pos_integer()},
+                  stack_depth => 1..64,
+                  records => boolean() | [module()],
+                  short_refs => boolean(),
+                  colour => boolean() | auto}.
 %% `reason': why the trace ended; `shown': events printed or collected;
 %% `dropped': events that happened while tracing but were not shown (beyond
 %% a limit, or refused by a full ring); `events': the collected events when
@@ -95,7 +118,8 @@
 -define(DEFAULTS, #{max_events => 100, max_time => 15000, rate => none,
                     print => true, depth => 20, line_length => 240,
                     processes => all, scope => local,
-                    ring_size => 1 bsl 18, payload => full}).
+                    ring_size => 1 bsl 18, payload => full, stack_depth => 8,
+                    records => true, short_refs => true, colour => auto}).
 
 %% @equiv calls(Spec, #{})
 -spec calls(tracekit_spec:spec()) -> {ok, trace()} | error().
@@ -104,13 +128,14 @@ calls(Spec) ->
 
 %% @doc Traces calls of the functions `Spec' names (see {@link
 %% tracekit_spec} for the forms: `"lists:seq/2"', `"mymod:_"',
-%% `"mymod:handle_call({get, _}, _, _) -> return"', `{M, F, A}', ...).
+%% `"mymod:handle_call({get, _}, _, _) -> return"',
+%% `"mymod:f/1 -> return, stack"', `{M, F, A}', ...).
 %% A bad spec is reported before anything is traced.
 -spec calls(tracekit_spec:spec(), opts()) -> {ok, trace()} | error().
 calls(Spec, Opts) ->
     maybe
         {ok, O} ?= options(Opts),
-        {ok, Resolved} ?= tracekit_spec:resolve(Spec),
+        {ok, Resolved} ?= tracekit_spec:resolve(Spec, maps:with([stack_depth], O)),
         {ok, Procs} ?= processes(maps:get(processes, O), O),
         Text = lists:join(", ", [tracekit_spec:format(C) || {C, _} <- Resolved]),
         tracekit_runner:start(#{kind => calls, procs => Procs, calls => Resolved,
@@ -270,6 +295,11 @@ valid(line_length, N) -> is_integer(N) andalso N >= 20;
 valid(processes, _) -> true;
 valid(scope, S) -> S =:= local orelse S =:= global;
 valid(file, P) -> is_path(P);
+valid(stack_depth, N) -> is_integer(N) andalso N >= 1 andalso N =< 64;
+valid(records, B) when is_boolean(B) -> true;
+valid(records, L) -> is_list(L) andalso L =/= [] andalso lists:all(fun is_atom/1, proper(L));
+valid(short_refs, B) -> is_boolean(B);
+valid(colour, C) -> is_boolean(C) orelse C =:= auto;
 valid(nodes, all) -> true;
 valid(nodes, L) -> is_list(L) andalso L =/= [] andalso lists:all(fun is_atom/1, proper(L));
 valid(_, _) -> false.
@@ -320,11 +350,16 @@ option_help(line_length) -> "line_length is an integer of at least 20";
 option_help(scope) -> "scope is local or global";
 option_help(nodes) -> "nodes is all or a list of node names, for example [node() | nodes()]";
 option_help(file) -> "file is the path of the trace file to write, for example \"/tmp/calls.tkt\"";
+option_help(stack_depth) -> "stack_depth is an integer from 1 to 64";
+option_help(records) -> "records is true, false or a list of modules whose records to read";
+option_help(short_refs) -> "short_refs is true or false";
+option_help(colour) -> "colour is auto, true or false";
 option_help(K) ->
     lists:flatten(io_lib:format(
                     "unknown option ~tw; known: max_events, max_time, rate, "
                     "print, format, io, depth, line_length, processes, scope, "
-                    "ring_size, payload, file, nodes", [K])).
+                    "ring_size, payload, file, nodes, stack_depth, records, "
+                    "short_refs, colour", [K])).
 
 %% With `nodes', pids of any node and names are taken as they are: each
 %% node looks up its own (tracekit_cluster).

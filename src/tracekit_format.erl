@@ -13,23 +13,64 @@
 %% fun `{..., fun, Name}'. Any term gives a line: what is not an event is
 %% shown as a term. Terms are shortened to a depth (io_lib's `~P') and
 %% every line to a number of characters. Bad options raise `badarg'.
+%%
+%% The default options give the plain text that `tracekit_file:format'
+%% and `tracekit-cat' print. Options turn on what reads better in a
+%% shell (tracekit and tracekit_cth turn them on):
+%% <dl>
+%% <dt>`records'</dt><dd>record definitions ({@link tracekit_records}):
+%%   tuples that are such records print as `#state{count = 3,name = x}'.</dd>
+%% <dt>`refs'</dt><dd>short tags for references ({@link tag_refs/2}):
+%%   `#Ref<0.0.1283.1587135558.251461633.83994>' prints as
+%%   `#Ref<..83994>'.</dd>
+%% <dt>`stacks'</dt><dd>a number N: the `{caller, MFA}' and `{stack,
+%%   Frames}' that `-> caller' and `-> stack' specs add to call events
+%%   print as ` <- m:f/1 <- m:g/0', at most N frames (` <- ...' when
+%%   there were more).</dd>
+%% <dt>`colour'</dt><dd>`true': ANSI colours for pids and names, calls,
+%%   returns, exceptions, sends and receives (the line length counts only
+%%   what is visible).</dd>
+%% <dt>`merge_seq'</dt><dd>for {@link events/2}: a send or receive seen
+%%   by both process tracing and seq_trace prints as one line, the
+%%   process trace's with the seq_trace serial appended (and, for a
+%%   receive, the sender).</dd>
+%% <dt>`short_refs'</dt><dd>for {@link events/2}: tag references along
+%%   the events (as `refs' does with a table made by {@link
+%%   tag_refs/2}).</dd>
+%% </dl>
 -module(tracekit_format).
 
--export([event/2, term/2, pid/2, names/1, time/1, summary/1, default_opts/0,
-         message_label/2]).
+-export([event/2, events/2, term/2, pid/2, names/1, time/1, summary/1, default_opts/0,
+         message_label/2, tag_refs/2, new_ref_table/0, ref_tags/1]).
 
--export_type([opts/0]).
+-export_type([opts/0, ref_table/0]).
 
 %% `depth': how deep terms are printed (default 20); `line_length': the
 %% most characters of a line (default 240); `names': registered names of
-%% processes, shown beside their pids.
+%% processes, shown beside their pids; the others as above.
 -type opts() :: #{depth => pos_integer(),
                   line_length => pos_integer(),
-                  names => #{pid() | port() => atom()}}.
+                  names => #{pid() | port() => atom()},
+                  records => tracekit_records:defs(),
+                  refs => #{reference() => string()},
+                  stacks => false | pos_integer(),
+                  colour => boolean(),
+                  merge_seq => boolean(),
+                  short_refs => boolean()}.
+%% The tags given to references so far: the table `refs' takes, and the
+%% tags in use.
+-opaque ref_table() :: {#{reference() => string()}, #{string() => []}}.
 
 -define(ELLIPSIS, "...").
 %% What the ring puts where it cut a term.
 -define(CUT, '...').
+%% How many terms of a term are looked at for references, how many
+%% references of one term get their tag, and how many a trace tags.
+-define(REF_WALK, 4096).
+-define(REF_SLOTS, 32).
+-define(MAX_REFS, 10000).
+%% How far apart (in events) the two views of one message may be.
+-define(SEQ_WINDOW, 16).
 
 %% @doc The defaults of the formatting options.
 -spec default_opts() -> #{depth := pos_integer(), line_length := pos_integer(),
@@ -40,13 +81,50 @@ default_opts() ->
 %% @doc Formats one event as one line (without a newline).
 -spec event(term(), opts()) -> unicode:chardata().
 event(Event, Opts0) ->
-    Opts = opts(Opts0, [Event, Opts0]),
+    line(Event, opts(Opts0, [Event, Opts0]), []).
+
+%% @doc Formats events, one line each (without newlines), with
+%% `merge_seq' and `short_refs' as well as the options of {@link
+%% event/2}.
+-spec events([term()], opts()) -> [unicode:chardata()].
+events(Events, Opts0) when is_list(Events) ->
+    Opts = opts(Opts0, [Events, Opts0]),
+    Merged = case Opts of
+                 #{merge_seq := true} -> pair_seq(Events);
+                 _ -> #{}
+             end,
+    Short = maps:get(short_refs, Opts, false),
+    {Lines, _} =
+        lists:mapfoldl(
+          fun({I, E}, Table) ->
+                  case Merged of
+                      #{I := drop} ->
+                          {drop, Table};
+                      _ ->
+                          {O, Table1} = case Short of
+                                            true ->
+                                                T1 = tag_refs(E, Table),
+                                                {Opts#{refs => ref_tags(T1)}, T1};
+                                            false ->
+                                                {Opts, Table}
+                                        end,
+                          {line(E, O, suffix(maps:get(I, Merged, none), O)), Table1}
+                  end
+          end, new_ref_table(), lists:enumerate(Events)),
+    [L || L <- Lines, L =/= drop];
+events(Events, Opts) ->
+    erlang:error(badarg, [Events, Opts]).
+
+line(Event, Opts, Suffix) ->
     {Ts, Body} = split(Event),
     Line = case Ts of
-               none -> Body(Opts);
-               _ -> [time(Ts), " ", Body(Opts)]
+               none -> [Body(Opts), Suffix];
+               _ -> [time(Ts), " ", Body(Opts), Suffix]
            end,
-    cut(unicode:characters_to_list(Line), maps:get(line_length, Opts)).
+    case Opts of
+        #{colour := true} -> render(Line, maps:get(line_length, Opts));
+        _ -> cut(unicode:characters_to_list(Line), maps:get(line_length, Opts))
+    end.
 
 %% The options with the defaults filled in; badarg (for the call with
 %% Args) when one is not what it must be.
@@ -54,12 +132,24 @@ opts(Opts0, Args) when is_map(Opts0) ->
     case maps:merge(default_opts(), Opts0) of
         #{depth := D, line_length := L, names := N} = Opts
           when is_integer(D), D > 0, is_integer(L), L > 0, is_map(N) ->
-            Opts;
+            case lists:all(fun(K) -> good(K, Opts) end,
+                           [records, refs, stacks, colour, merge_seq, short_refs]) of
+                true -> Opts;
+                false -> erlang:error(badarg, Args)
+            end;
         _ ->
             erlang:error(badarg, Args)
     end;
 opts(_, Args) ->
     erlang:error(badarg, Args).
+
+good(K, Opts) ->
+    case Opts of
+        #{K := V} when K =:= records; K =:= refs -> is_map(V);
+        #{stacks := V} when K =:= stacks -> V =:= false orelse (is_integer(V) andalso V > 0);
+        #{K := V} -> is_boolean(V);
+        #{} -> true
+    end.
 
 %% Splits an event into its timestamp and a function that formats the
 %% rest.
@@ -73,68 +163,104 @@ split({seq_trace, Label, Info, Ts}) ->
 split({seq_trace, Label, Info}) ->
     {none, seq(Label, Info)};
 split(E) ->
-    {none, fun(O) -> term(E, O) end}.
+    {none, fun(O) -> t(E, O) end}.
 
 body(_E, [trace, P, Tag | Rest]) when is_atom(Tag) ->
-    fun(O) -> [pid(P, O), " ", what(Tag, Rest, O)] end;
+    fun(O) -> [p(P, O), " ", what(Tag, Rest, O)] end;
 body(E, _) ->
-    fun(O) -> term(E, O) end.
+    fun(O) -> t(E, O) end.
 
 what(call, [{M, F, Args} | Extra], O) ->
     [mfargs(M, F, Args, O), extra(Extra, O)];
 what(return_from, [{M, F, A}, Val | Extra], O) ->
-    [mfa(M, F, A), " -> ", term(Val, O), extra(Extra, O)];
+    [paint(return, [mfa(M, F, A), " ->"], O), " ", t(Val, O), extra(Extra, O)];
 what(exception_from, [{M, F, A}, {Class, Reason} | Extra], O) ->
-    [mfa(M, F, A), " raised ", atom(Class), ":", term(Reason, O),
+    [paint(exception, [mfa(M, F, A), " raised ", atom(Class), ":"], O), t(Reason, O),
      extra(Extra, O)];
 what(return_to, [{M, F, A} | Extra], O) ->
     ["returned to ", mfa(M, F, A), extra(Extra, O)];
 what(return_to, [undefined | Extra], O) ->
     ["returned to an untraced function", extra(Extra, O)];
 what(send, [Msg, To | Extra], O) ->
-    ["! ", term(Msg, O), " -> ", dest(To, O), extra(Extra, O)];
+    [paint(send, "!", O), " ", t(Msg, O), " -> ", dest(To, O), extra(Extra, O)];
 what(send_to_non_existing_process, [Msg, To | Extra], O) ->
-    ["! ", term(Msg, O), " -> ", dest(To, O), " (no such process)",
+    [paint(send, "!", O), " ", t(Msg, O), " -> ", dest(To, O), " (no such process)",
      extra(Extra, O)];
 what('receive', [Msg | Extra], O) ->
-    ["<< ", term(Msg, O), extra(Extra, O)];
+    [paint('receive', "<<", O), " ", t(Msg, O), extra(Extra, O)];
 what(spawn, [Child, {M, F, Args} | Extra], O) ->
-    ["spawned ", pid(Child, O), " as ", mfargs(M, F, Args, O), extra(Extra, O)];
+    ["spawned ", p(Child, O), " as ", mfargs(M, F, Args, O), extra(Extra, O)];
 what(spawned, [Parent, {M, F, Args} | Extra], O) ->
-    ["was spawned by ", pid(Parent, O), " as ", mfargs(M, F, Args, O),
+    ["was spawned by ", p(Parent, O), " as ", mfargs(M, F, Args, O),
      extra(Extra, O)];
 what(exit, [Reason | Extra], O) ->
-    ["exited: ", term(Reason, O), extra(Extra, O)];
-what(link, [P | Extra], O) -> ["linked to ", pid(P, O), extra(Extra, O)];
-what(unlink, [P | Extra], O) -> ["unlinked from ", pid(P, O), extra(Extra, O)];
+    ["exited: ", t(Reason, O), extra(Extra, O)];
+what(link, [P | Extra], O) -> ["linked to ", p(P, O), extra(Extra, O)];
+what(unlink, [P | Extra], O) -> ["unlinked from ", p(P, O), extra(Extra, O)];
 what(getting_linked, [P | Extra], O) ->
-    ["got linked by ", pid(P, O), extra(Extra, O)];
+    ["got linked by ", p(P, O), extra(Extra, O)];
 what(getting_unlinked, [P | Extra], O) ->
-    ["got unlinked by ", pid(P, O), extra(Extra, O)];
+    ["got unlinked by ", p(P, O), extra(Extra, O)];
 what(register, [Name | Extra], O) ->
-    ["registered as ", term(Name, O), extra(Extra, O)];
+    ["registered as ", t(Name, O), extra(Extra, O)];
 what(unregister, [Name | Extra], O) ->
-    ["unregistered ", term(Name, O), extra(Extra, O)];
+    ["unregistered ", t(Name, O), extra(Extra, O)];
 what(Tag, [{M, F, A} | Extra], O) when is_atom(M), is_atom(F), is_integer(A) ->
     [atom_to_list(Tag), " ", mfa(M, F, A), extra(Extra, O)];
 what(Tag, Rest, O) ->
-    [atom_to_list(Tag) | [[" ", term(X, O)] || X <- Rest]].
+    [atom_to_list(Tag) | [[" ", t(X, O)] || X <- Rest]].
 
-%% A match spec's {message, X} result (or a scheduler id) after the event.
+%% A match spec's {message, X} result (or a scheduler id) after the event;
+%% with `stacks', the caller or stack of a `-> caller' or `-> stack' spec
+%% as a chain of functions.
 extra([], _) -> [];
-extra(Xs, O) -> [[" (", term(X, O), ")"] || X <- Xs].
+extra(Xs, O) -> [extra1(X, O) || X <- Xs].
+
+extra1({caller, Caller}, #{stacks := N} = O) when is_integer(N) ->
+    case frame(Caller) of
+        {ok, Text} -> paint(stack, [" <- ", Text], O);
+        error when Caller =:= undefined -> paint(stack, " <- (caller unknown)", O);
+        error -> [" (", t({caller, Caller}, O), ")"]
+    end;
+extra1({stack, Frames} = X, #{stacks := N} = O) when is_integer(N), is_list(Frames) ->
+    try [begin {ok, T} = frame(F), T end || F <- Frames] of
+        Texts ->
+            {Shown, More} = case length(Texts) > N of
+                                true -> {lists:sublist(Texts, N), [" <- ..."]};
+                                false -> {Texts, []}
+                            end,
+            paint(stack, [[[" <- ", T] || T <- Shown], More], O)
+    catch
+        error:_ -> [" (", t(X, O), ")"]
+    end;
+extra1(X, O) ->
+    [" (", t(X, O), ")"].
+
+%% A frame of a stack (or a caller) as Module:Function/Arity.
+frame({M, F, A}) -> frame({M, F, A, []});
+frame({M, F, A, _}) when is_atom(M), is_atom(F), is_integer(A), A >= 0 ->
+    {ok, mfa(M, F, A)};
+frame({M, F, Args, _}) when is_atom(M), is_atom(F), is_list(Args) ->
+    try length(Args) of
+        A -> {ok, mfa(M, F, A)}
+    catch
+        error:badarg -> error
+    end;
+frame(_) -> error.
 
 seq(Label, Info) ->
-    fun(O) -> ["seq_trace ", term(Label, O), ": ", seq_info(Info, O)] end.
+    fun(O) -> ["seq_trace ", t(Label, O), ": ", seq_info(Info, O)] end.
 
 seq_info({send, Serial, From, To, Msg}, O) ->
-    [pid(From, O), " ! ", term(Msg, O), " -> ", dest(To, O), " ", serial(Serial)];
+    [p(From, O), " ", paint(send, "!", O), " ", t(Msg, O), " -> ", dest(To, O), " ",
+     serial(Serial)];
 seq_info({'receive', Serial, From, To, Msg}, O) ->
-    [pid(To, O), " << ", term(Msg, O), " from ", pid(From, O), " ", serial(Serial)];
+    [p(To, O), " ", paint('receive', "<<", O), " ", t(Msg, O), " from ", p(From, O), " ",
+     serial(Serial)];
 seq_info({print, Serial, From, _, Info}, O) ->
-    [pid(From, O), " print ", term(Info, O), " ", serial(Serial)];
+    [p(From, O), " print ", t(Info, O), " ", serial(Serial)];
 seq_info(Info, O) ->
-    term(Info, O).
+    t(Info, O).
 
 serial({Last, Serial}) -> io_lib:format("[~w,~w]", [Last, Serial]);
 serial(S) -> io_lib:format("[~tw]", [S]).
@@ -143,14 +269,14 @@ serial(S) -> io_lib:format("[~tw]", [S]).
 %% (`...' for all of them, or a list that ends in `...'), or be their
 %% number.
 mfargs(M, F, Args, O) when is_list(Args); Args =:= ?CUT ->
-    [atom(M), ":", atom(F), "(", args(Args, "", O), ")"];
-mfargs(M, F, Arity, _O) ->
-    mfa(M, F, Arity).
+    [paint(call, [atom(M), ":", atom(F)], O), "(", args(Args, "", O), ")"];
+mfargs(M, F, Arity, O) ->
+    paint(call, mfa(M, F, Arity), O).
 
 args([], _Sep, _O) -> [];
-args([A | As], Sep, O) -> [Sep, term(A, O) | args(As, ", ", O)];
+args([A | As], Sep, O) -> [Sep, t(A, O) | args(As, ", ", O)];
 args(?CUT, Sep, _O) -> [Sep, ?ELLIPSIS];
-args(Tail, _Sep, O) -> [" | ", term(Tail, O)].
+args(Tail, _Sep, O) -> [" | ", t(Tail, O)].
 
 mfa(M, F, A) ->
     io_lib:format("~tw:~ts/~w", [M, atom(F), A]).
@@ -159,14 +285,287 @@ atom(A) -> io_lib:format("~tw", [A]).
 
 %% Where a message was sent: a pid, a registered name or (a reference) an
 %% alias.
-dest(To, O) when is_reference(To) -> ["alias ", term(To, O)];
-dest(To, O) -> pid(To, O).
+dest(To, O) when is_reference(To) -> ["alias ", t(To, O)];
+dest(To, O) -> p(To, O).
 
-%% @doc A term shortened to the depth and line length of the options.
+p(P, O) -> paint(pid, pid(P, O), O).
+
+%% @doc A term shortened to the depth and line length of the options
+%% (with the options' records and reference tags).
 -spec term(term(), opts()) -> unicode:chardata().
 term(T, Opts0) ->
-    #{depth := D, line_length := L} = opts(Opts0, [T, Opts0]),
-    io_lib:format("~0tP", [T, D], [{chars_limit, L}]).
+    t(T, opts(Opts0, [T, Opts0])).
+
+%% Without records and reference tags, io_lib's ~P as it always was.
+t(T, #{depth := D, line_length := L} = O) ->
+    Defs = maps:get(records, O, #{}),
+    Refs = maps:get(refs, O, #{}),
+    case map_size(Defs) =:= 0 andalso map_size(Refs) =:= 0 of
+        true ->
+            io_lib:format("~0tP", [T, D], [{chars_limit, L}]);
+        false ->
+            {T1, Placed} = case map_size(Refs) of
+                               0 -> {T, []};
+                               _ -> place_refs(T, Refs)
+                           end,
+            Pretty = [{depth, D}, {chars_limit, L}, {encoding, unicode},
+                      {line_length, 0}, {column, 1}],
+            Text = io_lib_pretty:print(T1, case map_size(Defs) of
+                                               0 -> Pretty;
+                                               _ -> [{record_print_fun,
+                                                      tracekit_records:print_fun(Defs)} | Pretty]
+                                           end),
+            unplace(Text, Placed)
+    end.
+
+%%% Reference tags ------------------------------------------------------------
+
+%% @doc An empty table of reference tags.
+-spec new_ref_table() -> ref_table().
+new_ref_table() ->
+    {#{}, #{}}.
+
+%% @doc The tags of a table, as option `refs' takes them.
+-spec ref_tags(ref_table()) -> #{reference() => string()}.
+ref_tags({Tags, _}) ->
+    Tags.
+
+%% @doc Gives a tag to each reference in `Term' that has none yet: the last
+%% number of the reference (`#Ref<..83994>'), or the last two when that
+%% tag is taken by another reference, or else the whole reference. A
+%% reference keeps its tag for as long as the table is used. At most
+%% 10000 references are tagged (the others print in full), and only
+%% those among the first 4096 parts of a term are looked at.
+-spec tag_refs(term(), ref_table()) -> ref_table().
+tag_refs(Term, {Tags, _} = Table) when map_size(Tags) < ?MAX_REFS ->
+    {_, Refs} = refs(Term, {?REF_WALK, []}),
+    lists:foldl(fun tag_ref/2, Table, lists:reverse(Refs));
+tag_refs(_Term, {_, _} = Table) ->
+    Table;
+tag_refs(Term, Table) ->
+    erlang:error(badarg, [Term, Table]).
+
+tag_ref(Ref, {Tags, _Taken} = Table) when is_map_key(Ref, Tags); map_size(Tags) >= ?MAX_REFS ->
+    Table;
+tag_ref(Ref, {Tags, Taken}) ->
+    Full = ref_to_list(Ref),
+    Parts = string:lexemes(lists:sublist(Full, 6, length(Full) - 6), "."),
+    Short = ["#Ref<.." ++ lists:join(".", lists:nthtail(length(Parts) - N, Parts)) ++ ">"
+             || N <- [1, 2], length(Parts) > N],
+    Tag = case [T || T <- Short, not is_map_key(T, Taken)] of
+              [T | _] -> lists:flatten(T);
+              [] -> Full
+          end,
+    {Tags#{Ref => Tag}, Taken#{Tag => []}}.
+
+%% The references of a term, in the order met, looking at no more than
+%% Budget parts.
+refs(_, {0, _} = Acc) -> Acc;
+refs(R, {B, Rs}) when is_reference(R) -> {B - 1, [R | Rs]};
+refs(T, {B, Rs}) when is_tuple(T) -> refs_list(tuple_to_list(T), {B - 1, Rs});
+refs(M, {B, Rs}) when is_map(M) ->
+    refs_list(lists:append([[K, V] || K := V <- M]), {B - 1, Rs});
+refs([H | T], Acc0) -> refs_list([H | T], Acc0);
+refs(_, {B, Rs}) -> {B - 1, Rs}.
+
+refs_list(_, {0, _} = Acc) -> Acc;
+refs_list([H | T], Acc) -> refs_list(T, refs(H, Acc));
+refs_list([], {B, Rs}) -> {B - 1, Rs};
+refs_list(Tail, Acc) -> refs(Tail, Acc).
+
+%% The term with its tagged references replaced by placeholder atoms (a
+%% fixed set), and which placeholder stands for which tag.
+place_refs(T, Refs) ->
+    {T1, {_, Placed}} = place(T, Refs, {?REF_WALK, []}),
+    {T1, Placed}.
+
+place(T, _Refs, {0, _} = Acc) ->
+    {T, Acc};
+place(R, Refs, {B, Placed} = Acc) when is_reference(R) ->
+    case Refs of
+        #{R := Tag} ->
+            case lists:keyfind(Tag, 2, Placed) of
+                {Atom, _} -> {Atom, {B - 1, Placed}};
+                false when length(Placed) < ?REF_SLOTS ->
+                    Atom = placeholder(length(Placed) + 1),
+                    {Atom, {B - 1, [{Atom, Tag} | Placed]}};
+                false -> {R, Acc}
+            end;
+        #{} ->
+            {R, {B - 1, Placed}}
+    end;
+place(T, Refs, {B, Placed}) when is_tuple(T) ->
+    {L, Acc} = place_list(tuple_to_list(T), Refs, {B - 1, Placed}),
+    {list_to_tuple(L), Acc};
+place(M, Refs, {B, Placed}) when is_map(M) ->
+    {KVs, Acc} = lists:mapfoldl(fun({K, V}, A0) ->
+                                        {K1, A1} = place(K, Refs, A0),
+                                        {V1, A2} = place(V, Refs, A1),
+                                        {{K1, V1}, A2}
+                                end, {B - 1, Placed}, maps:to_list(M)),
+    {maps:from_list(KVs), Acc};
+place([_ | _] = L, Refs, Acc) ->
+    place_list(L, Refs, Acc);
+place(T, _Refs, {B, Placed}) ->
+    {T, {B - 1, Placed}}.
+
+place_list([H | T], Refs, Acc0) ->
+    {H1, Acc1} = place(H, Refs, Acc0),
+    {T1, Acc2} = place_list(T, Refs, Acc1),
+    {[H1 | T1], Acc2};
+place_list([], _Refs, Acc) ->
+    {[], Acc};
+place_list(Tail, Refs, Acc) ->
+    place(Tail, Refs, Acc).
+
+placeholder(N) when N =< ?REF_SLOTS ->
+    list_to_atom("$tracekit_ref_" ++ integer_to_list(N)).
+
+unplace(Text, []) ->
+    Text;
+unplace(Text, Placed) ->
+    lists:foldl(fun({Atom, Tag}, S) ->
+                        string:replace(S, io_lib:format("~tw", [Atom]), Tag, all)
+                end, unicode:characters_to_list(Text), Placed).
+
+%%% Colour ----------------------------------------------------------------------
+
+%% Text in the colour of its role, when colours are on.
+paint(Role, Text, #{colour := true}) -> {'$paint', Role, Text};
+paint(_Role, Text, _O) -> Text.
+
+sgr(pid) -> "36";
+sgr(call) -> "1";
+sgr(return) -> "32";
+sgr(exception) -> "31";
+sgr(send) -> "33";
+sgr('receive') -> "35";
+sgr(stack) -> "2".
+
+%% A line with colours: cut to Max visible characters, each painted part
+%% between its colour and a reset.
+render(Line, Max) ->
+    Segs = lists:reverse(segs(Line, [], [])),
+    Visible = string:length([S || {_, S} <- Segs]),
+    Shown = case Visible > Max of
+                true when Max > length(?ELLIPSIS) ->
+                    take(Segs, Max - length(?ELLIPSIS)) ++ [{none, ?ELLIPSIS}];
+                true ->
+                    [{none, lists:sublist(?ELLIPSIS, Max)}];
+                false ->
+                    Segs
+            end,
+    [case Role of
+         none -> S;
+         _ -> ["\e[", sgr(Role), "m", S, "\e[0m"]
+     end || {Role, S} <- Shown, S =/= []].
+
+%% Segments {Role, Text} (reversed), plain text gathered into one segment
+%% until the next painted part.
+segs({'$paint', Role, Text}, Plain, Acc) ->
+    [{Role, unicode:characters_to_list(unpaint(Text))} | flush(Plain, Acc)];
+segs([H | T], Plain, Acc) ->
+    {Plain1, Acc1} = segs_in(H, Plain, Acc),
+    segs(T, Plain1, Acc1);
+segs([], Plain, Acc) ->
+    flush(Plain, Acc);
+segs(Other, Plain, Acc) ->
+    {Plain1, Acc1} = segs_in(Other, Plain, Acc),
+    flush(Plain1, Acc1).
+
+segs_in({'$paint', _, _} = P, Plain, Acc) -> {[], segs(P, Plain, Acc)};
+segs_in(C, Plain, Acc) when is_integer(C) -> {[C | Plain], Acc};
+segs_in(B, Plain, Acc) when is_binary(B) ->
+    {lists:reverse(unicode:characters_to_list(B), Plain), Acc};
+segs_in(L, Plain, Acc) when is_list(L) ->
+    lists:foldl(fun(X, {P, A}) -> segs_in(X, P, A) end, {Plain, Acc}, L).
+
+flush([], Acc) -> Acc;
+flush(Plain, Acc) -> [{none, lists:reverse(Plain)} | Acc].
+
+%% Painted parts inside a painted part take its colour.
+unpaint({'$paint', _, Text}) -> unpaint(Text);
+unpaint(L) when is_list(L) -> [unpaint(X) || X <- L];
+unpaint(X) -> X.
+
+%% The first N visible characters of the segments.
+take([], _) -> [];
+take(_, 0) -> [];
+take([{Role, S} | Rest], N) ->
+    case string:length(S) of
+        Len when Len =< N -> [{Role, S} | take(Rest, N - Len)];
+        _ -> [{Role, string:slice(S, 0, N)}]
+    end.
+
+%%% One line per message ------------------------------------------------------
+
+%% The events of a list that are one message seen twice, by process
+%% tracing and by seq_trace: the index of the process trace's event =>
+%% {Label, Serial, From} of the seq_trace event, whose index => drop.
+pair_seq(Events) ->
+    {_, _, Pairs} =
+        lists:foldl(fun({I, E}, {Procs, Seqs, Acc}) ->
+                            case view(E) of
+                                {proc, Key} ->
+                                    case take_near(Key, I, Seqs) of
+                                        {J, Info, Seqs1} ->
+                                            {Procs, Seqs1, Acc#{I => Info, J => drop}};
+                                        none ->
+                                            {add_near(Key, {I, none}, Procs), Seqs, Acc}
+                                    end;
+                                {seq, Key, Info} ->
+                                    case take_near(Key, I, Procs) of
+                                        {J, none, Procs1} ->
+                                            {Procs1, Seqs, Acc#{J => Info, I => drop}};
+                                        none ->
+                                            {Procs, add_near(Key, {I, Info}, Seqs), Acc}
+                                    end;
+                                none ->
+                                    {Procs, Seqs, Acc}
+                            end
+                    end, {#{}, #{}, #{}}, lists:enumerate(Events)),
+    Pairs.
+
+%% What an event says about a message: {proc, Key} for a send or receive
+%% of process tracing, {seq, Key, Info} for one of seq_trace, where Key
+%% is the same for the two views of one message.
+view(E) when is_tuple(E), tuple_size(E) >= 5, (element(1, E) =:= trace orelse
+                                                element(1, E) =:= trace_ts),
+             element(3, E) =:= send ->
+    {proc, {send, element(2, E), element(4, E)}};
+view(E) when is_tuple(E), tuple_size(E) >= 4, (element(1, E) =:= trace orelse
+                                                element(1, E) =:= trace_ts),
+             element(3, E) =:= 'receive' ->
+    {proc, {'receive', element(2, E), element(4, E)}};
+view({seq_trace, Label, Info}) -> seq_view(Label, Info);
+view({seq_trace, Label, Info, _}) -> seq_view(Label, Info);
+view(_) -> none.
+
+seq_view(Label, {send, Serial, From, _To, Msg}) ->
+    {seq, {send, From, Msg}, {send, Label, Serial, From}};
+seq_view(Label, {'receive', Serial, From, To, Msg}) ->
+    {seq, {'receive', To, Msg}, {'receive', Label, Serial, From}};
+seq_view(_, _) ->
+    none.
+
+%% Unpaired views by key, the earliest first, within the window.
+add_near(Key, Item, Map) ->
+    Map#{Key => maps:get(Key, Map, []) ++ [Item]}.
+
+take_near(Key, I, Map) ->
+    case [X || {J, _} = X <- maps:get(Key, Map, []), I - J =< ?SEQ_WINDOW] of
+        [] -> none;
+        [{J, Info} | Rest] when Rest =:= [] -> {J, Info, maps:remove(Key, Map)};
+        [{J, Info} | Rest] -> {J, Info, Map#{Key := Rest}}
+    end.
+
+%% What a merged line gets at its end.
+suffix(none, _O) ->
+    [];
+suffix({send, _Label, Serial, _From}, _O) ->
+    [" ", serial(Serial)];
+suffix({'receive', _Label, Serial, From}, O) ->
+    [" from ", p(From, O), " ", serial(Serial)].
 
 %% @doc A pid (or port) with its registered name when it has one.
 -spec pid(term(), opts()) -> unicode:chardata().

@@ -3,24 +3,133 @@
 %% or tracekit_format's, with registered names learnt along the way and,
 %% in a trace of several nodes, the node first), and the io request that
 %% prints them, with a time limit.
+%%
+%% What the lines need to know as the trace goes on is the printer's
+%% state: the names, the record definitions of the modules the trace
+%% touched (read once each, on this node), and the tags given to
+%% references.
 -module(tracekit_printer).
 
--export([line/4, put_chars/3]).
+-export([new/2, line/4, put_chars/3, names/1, add_names/2, colour/1]).
 
 -type names() :: #{pid() => atom()}.
--export_type([names/0]).
+-opaque state() :: #{names := names(),
+                     records := tracekit_records:cache() | false,
+                     refs := tracekit_format:ref_table() | false,
+                     colour := boolean(),
+                     stacks := pos_integer()}.
+-export_type([names/0, state/0]).
+
+%% How long an io device may take to say whether it is a terminal.
+-define(GETOPTS_MS, 1000).
+
+%% @doc The state of a new trace's printer, from tracekit's options
+%% (`records', `short_refs', `colour', `stack_depth', `io'; all
+%% optional) and the modules whose records are read now, before tracing
+%% starts. With `records => false' no records are read; `records =>
+%% [Module]' reads those modules too (loading them). `colour => auto'
+%% (the default) asks the io device whether it writes to a terminal.
+-spec new(map(), [module()]) -> state().
+new(Opts, Modules) ->
+    Records = case maps:get(records, Opts, false) of
+                  false ->
+                      false;
+                  More ->
+                      Extra = case More of
+                                  true -> [];
+                                  L when is_list(L) -> L
+                              end,
+                      _ = [code:ensure_loaded(M) || M <- [beam_lib | Extra]],
+                      tracekit_records:new(lists:usort(Modules ++ Extra))
+              end,
+    State = #{names => #{}, records => Records,
+              refs => case maps:get(short_refs, Opts, false) of
+                          true -> tracekit_format:new_ref_table();
+                          false -> false
+                      end,
+              colour => colour(Opts),
+              stacks => maps:get(stack_depth, Opts, 8)},
+    %% The code that prints a line is loaded now, so that the code
+    %% server's work for the first line is not traced.
+    _ = line({trace_ts, self(), call, {?MODULE, new, [{x, make_ref()}]}, {caller, {?MODULE, new, 2}},
+              os:timestamp()}, undefined, maps:with([depth, line_length], Opts), State),
+    State.
+
+%% @doc The names known so far.
+-spec names(state()) -> names().
+names(#{names := Names}) ->
+    Names.
+
+%% @doc Adds names (learnt elsewhere: from the agents of a cluster trace).
+-spec add_names(names(), state()) -> state().
+add_names(More, #{names := Names} = State) ->
+    State#{names := maps:merge(Names, More)}.
+
+%% @doc Whether the lines get colours: `colour' true, or `auto' (the
+%% default) when the io device writes to a terminal, the terminal is not
+%% `dumb' and `NO_COLOR' is not set.
+-spec colour(map()) -> boolean().
+colour(#{colour := C}) when is_boolean(C) ->
+    C;
+colour(Opts) ->
+    case maps:get(colour, Opts, auto) of
+        auto ->
+            os:getenv("TERM") =/= "dumb" andalso os:getenv("NO_COLOR", "") =:= ""
+                andalso terminal(maps:get(io, Opts, standard_io));
+        _ ->
+            false
+    end.
+
+%% Whether an io device writes to a terminal (the shell's standard_io
+%% does; a file or a capture does not), asked with a time limit.
+terminal(Io) ->
+    case tracekit_setup:io_pid(Io) of
+        Pid when is_pid(Pid) ->
+            Mon = monitor(process, Pid),
+            Pid ! {io_request, self(), Mon, getopts},
+            receive
+                {io_reply, Mon, Reply} ->
+                    demonitor(Mon, [flush]),
+                    is_list(Reply) andalso lists:member({stdout, true}, Reply)
+                        andalso lists:member({terminal, true}, Reply);
+                {'DOWN', Mon, process, Pid, _} ->
+                    false
+            after ?GETOPTS_MS ->
+                    demonitor(Mon, [flush]),
+                    false
+            end;
+        undefined ->
+            false
+    end.
 
 %% @doc The line of event `E' of `Node' (`undefined': a trace of one
-%% node, no node shown), and the names known after it. A format fun that
+%% node, no node shown), and the state after it. A format fun that
 %% fails, or returns what is not text, gives a line that says so: the
 %% trace goes on.
--spec line(tuple(), node() | undefined, map(), names()) -> {unicode:chardata(), names()}.
-line(E, Node, #{format := Fun}, Names) when is_function(Fun, 1) ->
-    {[node_prefix(Node), line(Fun, E)], Names};
-line(E, Node, Opts, Names0) ->
+-spec line(tuple(), node() | undefined, map(), state()) -> {unicode:chardata(), state()}.
+line(E, Node, #{format := Fun}, State) when is_function(Fun, 1) ->
+    {[node_prefix(Node), line(Fun, E)], State};
+line(E, Node, Opts, #{names := Names0, records := Records0, refs := Refs0} = State) ->
     Names = learn_names(E, Names0),
-    FOpts = (maps:with([depth, line_length], Opts))#{names => Names},
-    {[node_prefix(Node), line(fun(Ev) -> tracekit_format:event(Ev, FOpts) end, E)], Names}.
+    FOpts0 = (maps:with([depth, line_length], Opts))#{names => Names,
+                                                      colour => maps:get(colour, State),
+                                                      stacks => maps:get(stacks, State)},
+    {Records, FOpts1} = case Records0 of
+                            false ->
+                                {false, FOpts0};
+                            _ ->
+                                R = tracekit_records:learn(E, Records0),
+                                {R, FOpts0#{records => tracekit_records:defs(R)}}
+                        end,
+    {Refs, FOpts} = case Refs0 of
+                        false ->
+                            {false, FOpts1};
+                        _ ->
+                            T = tracekit_format:tag_refs(E, Refs0),
+                            {T, FOpts1#{refs => tracekit_format:ref_tags(T)}}
+                    end,
+    {[node_prefix(Node), line(fun(Ev) -> tracekit_format:event(Ev, FOpts) end, E)],
+     State#{names := Names, records := Records, refs := Refs}}.
 
 node_prefix(undefined) -> "";
 node_prefix(Node) -> [atom_to_list(Node), " "].

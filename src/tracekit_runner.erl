@@ -57,7 +57,7 @@
              limits :: tracekit_limits:limits(),
              deadline :: integer() | infinity,
              calls = [] :: [tracekit_spec:call()],
-             names = #{} :: tracekit_printer:names(),
+             printer :: tracekit_printer:state(),
              open = true :: boolean(),
              io_ok = true :: boolean(),
              reason = undefined :: term(),
@@ -106,10 +106,9 @@ init(Caller, Ref, Req, Opts0) ->
                _ -> Opts0
            end,
     #{max_events := Max, rate := Rate, max_time := Time} = Opts,
-    %% The code that prints a line is loaded before tracing starts, so
-    %% that the code server's work for the first line is not traced.
-    _ = tracekit_printer:line({trace_ts, self(), call, {?MODULE, init, [x]}, os:timestamp()},
-                              undefined, #{}, #{}),
+    %% The printer reads the records it knows of and loads the code that
+    %% prints a line before tracing starts, so that neither is traced.
+    Printer = printer(Req, Opts),
     case start_tracing(Req, Opts) of
         {ok, Session, Sink} ->
             Deadline = case Time of
@@ -117,7 +116,7 @@ init(Caller, Ref, Req, Opts0) ->
                            _ -> erlang:monotonic_time(millisecond) + Time
                        end,
             St = #st{caller = Caller, caller_mon = CallerMon, session = Session,
-                     sink = Sink, opts = Opts,
+                     sink = Sink, opts = Opts, printer = Printer,
                      limits = tracekit_limits:new(Max, Rate),
                      deadline = Deadline,
                      calls = [C || {C, _} <- maps:get(calls, Req, [])]},
@@ -136,6 +135,13 @@ init(Caller, Ref, Req, Opts0) ->
         {error, _} = E ->
             Caller ! {Ref, E}
     end.
+
+%% Records (of the functions traced, and the modules the events show),
+%% short references and colours when the lines are printed.
+printer(Req, #{print := true} = Opts) when not is_map_key(file, Opts) ->
+    tracekit_printer:new(Opts, lists:usort([M || {#{module := M}, _} <- maps:get(calls, Req, [])]));
+printer(_Req, Opts) ->
+    tracekit_printer:new((maps:without([records, short_refs], Opts))#{colour => false}, []).
 
 start_tracing(Req, #{nodes := Nodes} = Opts) ->
     case tracekit_cluster:start(Nodes, Req, Opts) of
@@ -338,10 +344,10 @@ file_limit(#st{sink = {cluster, C}, opts = #{file := _, max_events := Max}}) ->
 file_limit(_) ->
     none.
 
-take_merged(#st{names = Names} = St, C) ->
+take_merged(#st{printer = P} = St, C) ->
     {Items, C1} = tracekit_cluster:take(C),
     handle_merged(Items, St#st{sink = {cluster, C1},
-                               names = maps:merge(Names, tracekit_cluster:names(C1))}).
+                               printer = tracekit_printer:add_names(tracekit_cluster:names(C1), P)}).
 
 handle_merged([], St) ->
     St;
@@ -415,9 +421,9 @@ hidden(_, _) ->
 
 show(E, _Node, #st{opts = #{print := false}, collected = C} = St) ->
     St#st{collected = [E | C]};
-show(E, Node, #st{opts = Opts, names = Names} = St) ->
-    {Line, Names1} = tracekit_printer:line(E, Node, Opts, Names),
-    print(St#st{names = Names1}, Line).
+show(E, Node, #st{opts = Opts, printer = P} = St) ->
+    {Line, P1} = tracekit_printer:line(E, Node, Opts, P),
+    print(St#st{printer = P1}, Line).
 
 %% Prints a line, unless the trace collects or its io device stopped
 %% answering (then the trace ends).
