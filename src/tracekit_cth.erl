@@ -43,6 +43,14 @@
 %% <dt>`always'</dt><dd>write the files for passing cases too (default
 %%   false).</dd>
 %% <dt>`depth', `line_length'</dt><dd>as for {@link tracekit_format}.</dd>
+%% <dt>`nodes'</dt><dd>record on other nodes too: a list of nodes, or
+%%   `all' for every node connected when the case starts and every node
+%%   that connects while it runs (a `peer' started by the case, from when
+%%   the hook notices it). Each node needs tracekit in its code path; one
+%%   that has not is left out, and said so in the trace file. The events
+%%   of all nodes are merged by their timestamps into one trace, each line
+%%   beginning with its node; seq_trace flows across nodes show in the
+%%   diagram (each node's system seq tracer is used).</dd>
 %% <dt>`groups', `testcases'</dt><dd>maps from a group or test case name
 %%   to options that apply there on top of the others.</dd>
 %% </dl>
@@ -68,6 +76,7 @@
                   always => boolean(),
                   depth => pos_integer(),
                   line_length => pos_integer(),
+                  nodes => all | [node()],
                   groups => #{atom() => opts()},
                   testcases => #{atom() => opts()}}.
 
@@ -76,7 +85,7 @@
                     ring_size => 1 bsl 20, always => false, depth => 20,
                     line_length => 240}).
 -define(KEYS, [calls, processes, messages, procs, seq_trace, events,
-               ring_size, always, depth, line_length, groups, testcases]).
+               ring_size, always, depth, line_length, nodes, groups, testcases]).
 
 %% What is being recorded for the running case, and what waits to be
 %% written if the case turns out to have failed.
@@ -180,9 +189,11 @@ start_case(Suite, TC, Cfg, ok, #state{opts = Base} = St0) ->
                 {ok, Spec0} ->
                     Mark = {Suite, TC, 1},
                     Spec = Spec0#{marks => [Mark], mark_process => self()},
-                    seq_token(Opts),
+                    %% The token after the recorder is started: the
+                    %% recorder's own messages are not part of the flow.
                     case tracekit_recorder:start(Spec) of
                         {ok, R} ->
+                            seq_token(Opts),
                             St#state{current = #{suite => Suite, tc => TC,
                                                  recorder => R, opts => Opts,
                                                  tc_pid => self(), mark => Mark,
@@ -260,6 +271,10 @@ option_problem(K, V) when K =:= groups; K =:= testcases ->
     valid(K, is_map(V) andalso lists:all(fun(O) -> is_map(O) orelse O =:= false end,
                                          maps:values(V)),
           "a map from names to options (maps, or false)");
+option_problem(nodes, V) ->
+    valid(nodes, V =:= all orelse (is_list(V) andalso is_proper(V)
+                                   andalso lists:all(fun is_atom/1, V)),
+          "all or a list of node names");
 option_problem(calls, _) ->
     ok.                                 % tracekit_spec says what is wrong
 
@@ -283,12 +298,13 @@ recorder_spec(#{calls := Calls, messages := M, procs := P, seq_trace := Seq} = O
                                       [] -> {ok, []};
                                       _ -> tracekit_spec:resolve(Calls)
                                   end,
-                {ok, #{calls => Resolved,
-                       processes => lists:usort([Pid || X <- maps:get(processes, Opts),
-                                                        Pid <- [proc(X)], is_pid(Pid)]),
-                       messages => M, procs => P, seq_trace => Seq,
-                       events => maps:get(events, Opts),
-                       ring_size => maps:get(ring_size, Opts)}}
+                Spec = #{calls => Resolved,
+                         processes => lists:usort([Pid || X <- maps:get(processes, Opts),
+                                                          Pid <- [proc(X)], is_pid(Pid)]),
+                         messages => M, procs => P, seq_trace => Seq,
+                         events => maps:get(events, Opts),
+                         ring_size => maps:get(ring_size, Opts)},
+                {ok, maps:merge(Spec, maps:with([nodes], Opts))}
             end
     end.
 
@@ -351,10 +367,22 @@ outcome(_) -> passed.
 
 %%% Writing -------------------------------------------------------------------
 
+%% With `nodes', each line begins with its event's node.
+node_prefix(E, #{nodes := _}) -> [atom_to_list(tracekit_recorder:event_node(E)), " "];
+node_prefix(_, _) -> "".
+
+nodes_line(#{nodes := Nodes} = Rec) ->
+    io_lib:format("recorded on ~ts~ts~n",
+                  [lists:join(", ", [atom_to_list(N) || N <- Nodes]),
+                   [io_lib:format("; not on ~ts (~0tP)", [atom_to_list(N), Why, 8])
+                    || {N, Why} <- maps:get(failed, Rec, [])]]);
+nodes_line(_) ->
+    "".
+
 write(#{logfile := undefined, tc := TC}, _Outcome) ->
     log_error("no log file known for ~tw: the trace is not written", [TC]);
 write(#{logfile := Log, suite := Suite, tc := TC, events := All, lost := Lost,
-        opts := Opts, tc_pid := TcPid, mark := Mark, names := StartNames}, Outcome) ->
+        opts := Opts, tc_pid := TcPid, mark := Mark, names := StartNames} = Rec, Outcome) ->
     Base = filename:rootname(Log) ++ ".tracekit",
     Events = body(All, TcPid, Mark, maps:get(procs, Opts)
                                      andalso lists:member(testcase, maps:get(processes, Opts))),
@@ -362,9 +390,9 @@ write(#{logfile := Log, suite := Suite, tc := TC, events := All, lost := Lost,
     FOpts = #{depth => maps:get(depth, Opts), line_length => maps:get(line_length, Opts),
               names => Names},
     Header = io_lib:format("tracekit trace of ~tw:~tw (~w): ~w events of the test "
-                           "case body (~w earlier events lost)~n",
-                           [Suite, TC, Outcome, length(Events), Lost]),
-    Lines = [[tracekit_format:event(E, FOpts), $\n] || E <- Events],
+                           "case body (~w earlier events lost)~n~ts",
+                           [Suite, TC, Outcome, length(Events), Lost, nodes_line(Rec)]),
+    Lines = [[node_prefix(E, Opts), tracekit_format:event(E, FOpts), $\n] || E <- Events],
     ok = file:write_file(Base ++ ".txt", unicode:characters_to_binary([Header, Lines])),
     Diagrams = [diagram(Base ++ ".messages.mmd", "messages",
                         message_arrows(Events), Names, FOpts)

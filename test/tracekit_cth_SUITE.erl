@@ -217,7 +217,7 @@ options_are_checked(_Config) ->
                  tracekit_cth:check_options(#{groups => #{g => false}})),
     ?assertEqual("options must be a map, got [x]", Why([x])),
     ?assertEqual("unknown options [colour] (known: [calls,processes,messages,procs,"
-                 "seq_trace,events,ring_size,always,depth,line_length,groups,testcases])",
+                 "seq_trace,events,ring_size,always,depth,line_length,nodes,groups,testcases])",
                  Why(#{colour => red})),
     ?assertEqual("messages must be true or false", Why(#{messages => yes})),
     ?assertEqual("always must be true or false", Why(#{always => 1})),
