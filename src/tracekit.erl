@@ -55,6 +55,17 @@
 %%   The file holds every event the VM reported: also the return values
 %%   of functions whose spec asked for exceptions only, which a printed
 %%   trace leaves out.</dd>
+%% <dt>`nodes'</dt><dd>`all' (this node and every connected one) or a
+%%   list of nodes: the trace runs on each (an agent there owns its
+%%   session and ring, and cleans up by itself when this trace or the
+%%   connection to it is gone); the events are merged by time, each line
+%%   begins with its node, the limits count across the nodes, and the
+%%   summary has `nodes' (per node: shown, dropped, and whether it went
+%%   down) and `clocks' (each node's clock offset and its error bound in
+%%   microseconds). Every node is checked first: `{error, {bad_node, Node,
+%%   Why}}' and nothing traced anywhere. With `file', a directory: each
+%%   node writes its own file, fetched there at the end (the summary's
+%%   `files').</dd>
 %% <dt>`stack_depth'</dt><dd>for {@link calls/2}: how many frames a
 %%   `-> stack' spec shows (default 8, at most 64): `m:f(1) <- m:g/2 <-
 %%   m:h/0', ending in `<- ...' when the stack went on.</dd>
