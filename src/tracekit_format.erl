@@ -350,10 +350,10 @@ tag_ref(Ref, {Tags, _Taken} = Table) when is_map_key(Ref, Tags); map_size(Tags) 
 tag_ref(Ref, {Tags, Taken}) ->
     Full = ref_to_list(Ref),
     Parts = string:lexemes(lists:sublist(Full, 6, length(Full) - 6), "."),
-    Short = ["#Ref<.." ++ lists:join(".", lists:nthtail(length(Parts) - N, Parts)) ++ ">"
+    Short = [lists:flatten(["#Ref<..", lists:join(".", lists:nthtail(length(Parts) - N, Parts)), ">"])
              || N <- [1, 2], length(Parts) > N],
     Tag = case [T || T <- Short, not is_map_key(T, Taken)] of
-              [T | _] -> lists:flatten(T);
+              [T | _] -> T;
               [] -> Full
           end,
     {Tags#{Ref => Tag}, Taken#{Tag => []}}.
@@ -374,10 +374,14 @@ refs_list([], {B, Rs}) -> {B - 1, Rs};
 refs_list(Tail, Acc) -> refs(Tail, Acc).
 
 %% The term with its tagged references replaced by placeholder atoms (a
-%% fixed set), and which placeholder stands for which tag.
+%% fixed set), and which placeholder stands for which tag. A term that
+%% has such an atom of its own keeps its references whole.
 place_refs(T, Refs) ->
-    {T1, {_, Placed}} = place(T, Refs, {?REF_WALK, []}),
-    {T1, Placed}.
+    try place(T, Refs, {?REF_WALK, []}) of
+        {T1, {_, Placed}} -> {T1, Placed}
+    catch
+        throw:placeholder_in_term -> {T, []}
+    end.
 
 place(T, _Refs, {0, _} = Acc) ->
     {T, Acc};
@@ -406,6 +410,11 @@ place(M, Refs, {B, Placed}) when is_map(M) ->
     {maps:from_list(KVs), Acc};
 place([_ | _] = L, Refs, Acc) ->
     place_list(L, Refs, Acc);
+place(A, _Refs, {B, Placed}) when is_atom(A) ->
+    case atom_to_binary(A) of
+        <<"$tracekit_ref_", _/binary>> -> throw(placeholder_in_term);
+        _ -> {A, {B - 1, Placed}}
+    end;
 place(T, _Refs, {B, Placed}) ->
     {T, {B - 1, Placed}}.
 

@@ -65,7 +65,8 @@ add1(_, Cache) ->
 
 %% @doc Reads the records of the modules an event touches: the function
 %% of a call, return or exception, the function a process was spawned
-%% with, and for a process of this node that is seen for the first time,
+%% with, and for each process of this node that is seen for the first
+%% time (the one traced, the other end of a message, a child or a link),
 %% the module it was started in (a gen_server's callback module, say).
 -spec learn(term(), cache()) -> cache().
 learn(E, Cache) when is_tuple(E), tuple_size(E) >= 4, (element(1, E) =:= trace orelse
@@ -73,7 +74,8 @@ learn(E, Cache) when is_tuple(E), tuple_size(E) >= 4, (element(1, E) =:= trace o
     Mods = [M || {M, _, _} <- [element(4, E)], is_atom(M)]
         ++ [M || Tag <- [element(3, E)], Tag =:= spawn orelse Tag =:= spawned,
                  tuple_size(E) >= 5, {M, _, _} <- [element(5, E)], is_atom(M)],
-    add(Mods, process(element(2, E), Cache));
+    Pids = [P || P <- lists:sublist(tuple_to_list(E), 2, 4), is_pid(P)],
+    add(Mods, lists:foldl(fun process/2, Cache, Pids));
 learn({seq_trace, _, Info}, Cache) ->
     learn_seq(Info, Cache);
 learn({seq_trace, _, Info, _}, Cache) ->

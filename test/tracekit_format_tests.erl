@@ -197,3 +197,205 @@ io_timeout_summary_test() ->
                  "print a line within 5000 ms",
                  lists:flatten(tracekit_format:summary(#{reason => {io_timeout, 5000},
                                                          shown => 3, dropped => 0}))).
+
+%%% What the shell and the CT hook turn on ------------------------------------
+
+-define(DEFS, #{{state, 3} => [count, name, items], {empty, 0} => []}).
+
+records_test_() ->
+    A = p("<0.1.0>"),
+    O = #{records => ?DEFS},
+    [?_assertEqual("<0.1.0> m:f(#state{count = 3,name = x,items = []})",
+                   line({trace, A, call, {m, f, [{state, 3, x, []}]}}, O)),
+     ?_assertEqual("<0.1.0> m:f/1 -> {reply,ok,#state{count = 1,name = #empty{},items = [a]}}",
+                   line({trace, A, return_from, {m, f, 1}, {reply, ok, {state, 1, {empty}, [a]}}}, O)),
+     %% Another size, another name: a tuple.
+     ?_assertEqual("<0.1.0> << {{state,1,2},{other,1,2,3}}",
+                   line({trace, A, 'receive', {{state, 1, 2}, {other, 1, 2, 3}}}, O)),
+     %% In maps and lists, and cut by the depth.
+     ?_assertEqual("<0.1.0> << #{k => [#state{count = 1,name = 2,items = 3}]}",
+                   line({trace, A, 'receive', #{k => [{state, 1, 2, 3}]}}, O)),
+     ?_assertEqual("<0.1.0> << {a,#state{...}}",
+                   line({trace, A, 'receive', {a, {state, 1, 2, {deep}}}}, O#{depth => 4})),
+     %% Without definitions, as always.
+     ?_assertEqual("<0.1.0> << {state,1,2,3}", line({trace, A, 'receive', {state, 1, 2, 3}})),
+     ?_assertEqual("<0.1.0> << {state,1,2,3}",
+                   line({trace, A, 'receive', {state, 1, 2, 3}}, #{records => #{}})),
+     ?_assertEqual("#state{count = 1,name = 2,items = 3}",
+                   lists:flatten(tracekit_format:term({state, 1, 2, 3}, O)))].
+
+refs_test_() ->
+    A = p("<0.1.0>"),
+    R1 = list_to_ref("#Ref<0.1.2.83994>"),
+    R2 = list_to_ref("#Ref<0.1.2.83995>"),
+    %% Same last number as R1, then same last two numbers as well.
+    R3 = list_to_ref("#Ref<0.5.2.83994>"),
+    R4 = list_to_ref("#Ref<0.6.2.83994>"),
+    T = lists:foldl(fun tracekit_format:tag_refs/2, tracekit_format:new_ref_table(),
+                    [{R1, [R2]}, #{R3 => x}, R1, [R4 | R4]]),
+    Tags = tracekit_format:ref_tags(T),
+    O = #{refs => Tags},
+    [?_assertEqual(#{R1 => "#Ref<..83994>", R2 => "#Ref<..83995>",
+                     R3 => "#Ref<..2.83994>",
+                     R4 => "#Ref<0.6.2.83994>"}, Tags),
+     ?_assertEqual("<0.1.0> ! {[alias|#Ref<..83994>],ok} -> alias #Ref<..83994>",
+                   line({trace, A, send, {[alias | R1], ok}, R1}, O)),
+     ?_assertEqual("<0.1.0> << {'$gen_call',{<0.1.0>,[alias|#Ref<..83995>]},{get,#{#Ref<..2.83994> => 1}}}",
+                   line({trace, A, 'receive', {'$gen_call', {A, [alias | R2]}, {get, #{R3 => 1}}}}, O)),
+     %% A reference without a tag prints whole.
+     ?_assertEqual("<0.1.0> << #Ref<0.1.2.3>",
+                   line({trace, A, 'receive', list_to_ref("#Ref<0.1.2.3>")}, O)),
+     %% An atom that looks like a placeholder is left alone (and the
+     %% references of that term print whole).
+     ?_assertEqual("<0.1.0> << {'$tracekit_ref_1',#Ref<0.1.2.83994>}",
+                   line({trace, A, 'receive', {'$tracekit_ref_1', R1}}, O)),
+     %% Tags are kept: tagging again changes nothing.
+     ?_assertEqual(T, tracekit_format:tag_refs([R1, R2, R3, R4], T)),
+     ?_assertError(badarg, tracekit_format:tag_refs(R1, x))].
+
+%% Many references in one term, more than the placeholders: those beyond
+%% print whole, and the line is right.
+many_refs_test() ->
+    Refs = [make_ref() || _ <- lists:seq(1, 40)],
+    T = tracekit_format:tag_refs(Refs, tracekit_format:new_ref_table()),
+    Line = line({trace, p("<0.1.0>"), 'receive', Refs},
+                #{refs => tracekit_format:ref_tags(T), depth => 100, line_length => 100000}),
+    Shown = [case I =< 32 of
+                 true -> maps:get(R, tracekit_format:ref_tags(T));
+                 false -> ref_to_list(R)
+             end || {I, R} <- lists:enumerate(Refs)],
+    ?assertEqual(lists:flatten(["<0.1.0> << [", lists:join(",", Shown), "]"]), Line).
+
+stacks_test_() ->
+    A = p("<0.1.0>"),
+    Frames = [{a, b, 1, [{file, "a.erl"}, {line, 3}]}, {c, d, [x, y], []}, {e, f, 0, []}],
+    O = #{stacks => 2},
+    [?_assertEqual("<0.1.0> m:f(1) <- a:b/1 <- c:d/2 <- ...",
+                   line({trace, A, call, {m, f, [1]}, {stack, Frames}}, O)),
+     ?_assertEqual("<0.1.0> m:f(1) <- a:b/1 <- c:d/2 <- e:f/0",
+                   line({trace, A, call, {m, f, [1]}, {stack, Frames}}, #{stacks => 3})),
+     ?_assertEqual("<0.1.0> m:f(1) <- a:b/1",
+                   line({trace, A, call, {m, f, [1]}, {stack, [hd(Frames)]}}, O)),
+     ?_assertEqual("<0.1.0> m:f(1)", line({trace, A, call, {m, f, [1]}, {stack, []}}, O)),
+     ?_assertEqual("<0.1.0> m:f(1) <- t:g/2", line({trace, A, call, {m, f, [1]}, {caller, {t, g, 2}}}, O)),
+     ?_assertEqual("<0.1.0> m:f(1) <- (caller unknown)",
+                   line({trace, A, call, {m, f, [1]}, {caller, undefined}}, O)),
+     %% What is not a stack or a caller is shown as it is.
+     ?_assertEqual("<0.1.0> m:f(1) ({stack,[x]})", line({trace, A, call, {m, f, [1]}, {stack, [x]}}, O)),
+     ?_assertEqual("<0.1.0> m:f(1) ({stack,[{a,b,[x|y],[]}]})",
+                   line({trace, A, call, {m, f, [1]}, {stack, [{a, b, [x | y], []}]}}, O)),
+     ?_assertEqual("<0.1.0> m:f(1) ({caller,x})", line({trace, A, call, {m, f, [1]}, {caller, x}}, O)),
+     ?_assertEqual("<0.1.0> m:f(1) ({stack,x})", line({trace, A, call, {m, f, [1]}, {stack, x}}, O)),
+     %% By default (tracekit_file:format, tracekit-cat), the term.
+     ?_assertEqual("<0.1.0> m:f(1) ({caller,{t,g,2}})",
+                   line({trace, A, call, {m, f, [1]}, {caller, {t, g, 2}}})),
+     ?_assertEqual("<0.1.0> m:f(1) ({caller,{t,g,2}})",
+                   line({trace, A, call, {m, f, [1]}, {caller, {t, g, 2}}}, #{stacks => false}))].
+
+colour_test_() ->
+    A = p("<0.1.0>"), B = p("<0.2.0>"),
+    O = #{colour => true, names => #{B => srv}, stacks => 1},
+    C = fun(Code, Text) -> "\e[" ++ Code ++ "m" ++ Text ++ "\e[0m" end,
+    [?_assertEqual(C("36", "<0.1.0>") ++ " " ++ C("1", "m:f") ++ "(1)" ++ C("2", " <- t:g/2"),
+                   line({trace, A, call, {m, f, [1]}, {caller, {t, g, 2}}}, O)),
+     ?_assertEqual(C("36", "<0.2.0> (srv)") ++ " " ++ C("32", "m:f/1 ->") ++ " ok",
+                   line({trace, B, return_from, {m, f, 1}, ok}, O)),
+     ?_assertEqual(C("36", "<0.1.0>") ++ " " ++ C("31", "m:f/1 raised error:") ++ "badarg",
+                   line({trace, A, exception_from, {m, f, 1}, {error, badarg}}, O)),
+     ?_assertEqual(C("36", "<0.1.0>") ++ " " ++ C("33", "!") ++ " hi -> " ++ C("36", "<0.2.0> (srv)"),
+                   line({trace, A, send, hi, B}, O)),
+     ?_assertEqual(C("36", "<0.2.0> (srv)") ++ " " ++ C("35", "<<") ++ " hi",
+                   line({trace, B, 'receive', hi}, O)),
+     ?_assertEqual("seq_trace 1: " ++ C("36", "<0.1.0>") ++ " " ++ C("33", "!") ++ " x -> "
+                   ++ C("36", "<0.2.0> (srv)") ++ " [0,1]",
+                   line({seq_trace, 1, {send, {0, 1}, A, B, x}}, O)),
+     %% The line length counts what is visible; a cut ends every colour.
+     ?_assertEqual(C("36", "<0.1.0>") ++ " " ++ C("33", "!") ++ " [1,2,3,...",
+                   line({trace, A, send, lists:seq(1, 100), B}, O#{line_length => 20})),
+     ?_assertEqual(C("36", "<0.2.0> (") ++ "...",
+                   line({trace, B, 'receive', hi}, O#{line_length => 12})),
+     ?_assertEqual("..", line({trace, B, 'receive', hi}, O#{line_length => 2})),
+     ?_assertEqual("<0.1.0> ! hi -> <0.2.0>", line({trace, A, send, hi, B}, #{colour => false}))].
+
+%% One line per message when process tracing and seq_trace both saw it.
+merge_seq_test_() ->
+    A = p("<0.1.0>"), B = p("<0.2.0>"),
+    Send = {trace, A, send, {hi, 1}, B},
+    Recv = {trace, B, 'receive', {hi, 1}},
+    SeqSend = {seq_trace, 7, {send, {1, 2}, A, B, {hi, 1}}},
+    SeqRecv = {seq_trace, 7, {'receive', {1, 2}, A, B, {hi, 1}}},
+    L = fun(Es) -> [unicode:characters_to_list(X)
+                    || X <- tracekit_format:events(Es, #{merge_seq => true, names => #{B => srv}})]
+        end,
+    Far = [{trace, A, 'receive', {filler, I}} || I <- lists:seq(1, 20)],
+    [?_assertEqual(["<0.1.0> ! {hi,1} -> <0.2.0> (srv) [1,2]",
+                    "<0.2.0> (srv) << {hi,1} from <0.1.0> [1,2]"],
+                   L([Send, SeqSend, SeqRecv, Recv])),
+     %% Either comes first.
+     ?_assertEqual(["<0.1.0> ! {hi,1} -> <0.2.0> (srv) [1,2]",
+                    "<0.2.0> (srv) << {hi,1} from <0.1.0> [1,2]"],
+                   L([SeqSend, Send, Recv, SeqRecv])),
+     %% Seen by one of them only: as always.
+     ?_assertEqual(["<0.1.0> ! {hi,1} -> <0.2.0> (srv)",
+                    "seq_trace 7: <0.2.0> (srv) << {hi,1} from <0.1.0> [1,2]"],
+                   L([Send, SeqRecv])),
+     %% Another message, another process: not the same happening.
+     ?_assertEqual(4, length(L([Send, {seq_trace, 7, {send, {1, 2}, A, B, {hi, 2}}},
+                                Recv, {seq_trace, 7, {'receive', {1, 2}, B, A, {hi, 1}}}]))),
+     %% Too far apart.
+     ?_assertEqual(22, length(L([Send] ++ Far ++ [SeqSend]))),
+     %% Two sends of the same message: each with its own serial.
+     ?_assertEqual(["<0.1.0> ! {hi,1} -> <0.2.0> (srv) [1,2]",
+                    "<0.1.0> ! {hi,1} -> <0.2.0> (srv) [2,3]"],
+                   L([Send, Send, SeqSend, {seq_trace, 7, {send, {2, 3}, A, B, {hi, 1}}}])),
+     %% With timestamps, and without merge_seq every event has its line.
+     ?_test(begin
+                [Line] = L([list_to_tuple([trace_ts | tl(tuple_to_list(Send))] ++ [{1, 2, 3}]),
+                            erlang:append_element(SeqSend, {1, 2, 4})]),
+                ?assertMatch({match, _}, re:run(Line, "^[0-9:]{8}\\.000003 <0.1.0> ! {hi,1} -> "
+                                                "<0.2.0> \\(srv\\) \\[1,2\\]$"))
+            end),
+     ?_assertEqual(4, length(tracekit_format:events([Send, SeqSend, SeqRecv, Recv], #{}))),
+     ?_assertEqual([], tracekit_format:events([], #{merge_seq => true}))].
+
+%% events/2 with short_refs tags along the list; without options each
+%% line is event/2's.
+events_list_test_() ->
+    A = p("<0.1.0>"),
+    R = list_to_ref("#Ref<0.1.2.3>"),
+    Es = [{trace, A, 'receive', R}, {trace, A, send, R, A}, x],
+    [?_assertEqual(["<0.1.0> << #Ref<..3>", "<0.1.0> ! #Ref<..3> -> <0.1.0>", "x"],
+                   [unicode:characters_to_list(L)
+                    || L <- tracekit_format:events(Es, #{short_refs => true})]),
+     ?_assertEqual([line(E) || E <- Es],
+                   [unicode:characters_to_list(L) || L <- tracekit_format:events(Es, #{})]),
+     ?_assertError(badarg, tracekit_format:events(x, #{})),
+     ?_assertError(badarg, tracekit_format:events(Es, #{merge_seq => 1}))].
+
+new_bad_options_test_() ->
+    E = {trace, p("<0.1.0>"), 'receive', x},
+    [?_assertError(badarg, tracekit_format:event(E, Bad))
+     || Bad <- [#{records => x}, #{refs => [x]}, #{stacks => 0}, #{stacks => true},
+                #{colour => auto}, #{merge_seq => x}, #{short_refs => 1}]].
+
+%% Whatever the term, a line and no crash, with everything on.
+any_term_with_everything_on_test() ->
+    A = p("<0.1.0>"),
+    R = make_ref(),
+    Odd = ['...', [a | '...'], {'...', <<"ab">>, 100}, [], 1 bsl 300, <<1:3>>, #{R => '...'},
+           A, R, [R | R], fun() -> ok end, [x | y], {}, {state, 1, 2, 3}, {empty},
+           {stack, [x]}, {stack, [{a, b, 1, []} | x]}, {caller, {a, b, c}}, {caller, undefined},
+           lists:foldl(fun(_, T) -> {state, T, R, [x]} end, x, lists:seq(1, 50))],
+    Tags = [call, return_from, exception_from, send, 'receive', spawn, exit, '...'],
+    Events = [list_to_tuple([trace, P, T | Rest])
+              || P <- [A, '...'], T <- Tags,
+                 Rest <- [[]] ++ [[X] || X <- Odd] ++ [[X, Y] || X <- Odd, Y <- Odd]]
+        ++ [{seq_trace, 1, {send, {0, 1}, A, A, X}} || X <- Odd] ++ Odd,
+    T = tracekit_format:tag_refs(Events, tracekit_format:new_ref_table()),
+    O = #{records => ?DEFS, refs => tracekit_format:ref_tags(T), stacks => 3, colour => true},
+    Failed = [E || E <- Events,
+                   not (try is_list(line(E, O)) catch _:_ -> false end)],
+    ?assertEqual([], Failed),
+    Lines = tracekit_format:events(Events, O#{merge_seq => true, short_refs => true}),
+    ?assert(length(Lines) > 1000),
+    ?assert(lists:all(fun(L) -> string:find(L, "\n") =:= nomatch end, Lines)).
