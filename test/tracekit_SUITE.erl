@@ -22,9 +22,19 @@
          bad_input_gives_clear_errors/1, io_device_that_does_not_answer/1,
          failing_format_fun/1,
          file_holds_what_print_shows/1, file_limits/1, file_drop_accounting/1,
-         file_bad_paths/1]).
+         file_bad_paths/1,
+         caller_and_stack/1, records_of_the_modules_traced/1,
+         records_of_a_module_without_debug_info/1, records_of_a_server/1,
+         short_refs_in_calls/1, colour_when_asked/1, new_options_are_checked/1,
+         maps_in_patterns_select/1]).
 %% Traced by the cases.
--export([double/1, boom/1, tick/1, handle/2]).
+-export([double/1, boom/1, tick/1, handle/2, outer/1, middle/1]).
+%% A server whose state is a record.
+-export([init/1, handle_call/3, handle_cast/2]).
+
+-behaviour(gen_server).
+
+-record(tk_state, {count = 0, name}).
 %% Run on a peer node by the cases.
 -export([flag_action_traces/0]).
 
@@ -47,7 +57,11 @@ all() ->
      bad_input_gives_clear_errors, io_device_that_does_not_answer,
      failing_format_fun,
      file_holds_what_print_shows, file_limits, file_drop_accounting,
-     file_bad_paths].
+     file_bad_paths,
+     caller_and_stack, records_of_the_modules_traced,
+     records_of_a_module_without_debug_info, records_of_a_server,
+     short_refs_in_calls, colour_when_asked, new_options_are_checked,
+     maps_in_patterns_select].
 
 init_per_testcase(Case, Config) ->
     Io = tk_capture:start(),
@@ -63,6 +77,17 @@ double(X) -> 2 * X.
 boom(X) -> error({boom, X}).
 tick(X) -> X.
 handle(Req, State) -> {reply, Req, State}.
+
+%% Calls that are not tail calls, so that each is on the stack.
+outer(X) -> [middle(X)].
+middle(X) -> [double(X)].
+
+init(Name) -> {ok, #tk_state{name = Name}}.
+handle_call({add, N}, _From, #tk_state{count = C} = S) ->
+    {reply, C + N, S#tk_state{count = C + N}};
+handle_call(get, _From, S) ->
+    {reply, S, S}.
+handle_cast(_, S) -> {noreply, S}.
 
 ticks(N) -> ticks(1, N).
 ticks(I, N) when I > N -> ok;
@@ -764,3 +789,194 @@ file_bad_paths(Config) ->
                                 #{file => ?config(file, Config), rate => {2000000, 10}})),
     ?assertEqual([], tracekit_sessions()),
     ?assertEqual({error, enoent}, file:read_file_info(Missing)).
+
+%%% Callers, stacks, records, references, colours ----------------------------
+
+%% The lines of a trace after its header, without their times, up to the
+%% summary (the times are checked by calls_print_one_line_each).
+body_lines(Io) ->
+    [_Header | Lines] = tk_capture:lines(Io),
+    [case re:run(L, "^[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6} ") of
+         {match, _} -> lists:nthtail(16, L);
+         nomatch -> L
+     end || L <- Lines].
+
+caller_and_stack(Config) ->
+    Io = ?config(io, Config),
+    Self = pid_to_list(self()),
+    {ok, T} = tracekit:calls(["tracekit_SUITE:middle/1 -> caller",
+                              "tracekit_SUITE:double/1 -> return, stack"],
+                             opts(Config, #{stack_depth => 2})),
+    [[4]] = outer(2),
+    {ok, #{shown := 3}} = tracekit:stop(T),
+    Lines = body_lines(Io),
+    ct:log("~ts", [lists:join("\n", Lines)]),
+    ?assertEqual([Self ++ " tracekit_SUITE:middle(2) <- tracekit_SUITE:outer/1",
+                  Self ++ " tracekit_SUITE:double(2) <- tracekit_SUITE:middle/1 "
+                  "<- tracekit_SUITE:outer/1 <- ...",
+                  Self ++ " tracekit_SUITE:double/1 -> 4",
+                  "tracekit: 3 events shown, 0 dropped; stopped by tracekit:stop"], Lines),
+    %% Deep enough for the whole stack: it ends where the process began.
+    Io2 = tk_capture:start(),
+    {ok, T2} = tracekit:calls("tracekit_SUITE:double/1 -> stack",
+                              #{io => Io2, stack_depth => 64}),
+    Self2 = self(),
+    P = spawn(fun() -> Self2 ! {self(), outer(3)} end),
+    receive {P, [[6]]} -> ok end,
+    {ok, #{shown := 1}} = tracekit:stop(T2),
+    [Line, _] = body_lines(Io2),
+    ct:log("~ts", [Line]),
+    %% (The fun is a function of the module, of the variables it uses.)
+    ?assertMatch({match, _},
+                 re:run(Line, "^" ++ pid_to_list(P) ++ " tracekit_SUITE:double\\(3\\) <- "
+                        "tracekit_SUITE:middle/1 <- tracekit_SUITE:outer/1 <- "
+                        "tracekit_SUITE:'-caller_and_stack/1-fun-[0-9]+-'/1$")),
+    tk_capture:stop(Io2),
+    %% Collected, the events carry what the VM gave.
+    {ok, T3} = tracekit:calls("tracekit_SUITE:middle/1 -> caller", #{print => false}),
+    outer(1),
+    {ok, #{events := [{trace_ts, _, call, {?MODULE, middle, [1]}, {caller, {?MODULE, outer, 1}}, _}]}}
+        = tracekit:stop(T3).
+
+records_of_the_modules_traced(Config) ->
+    Io = ?config(io, Config),
+    Self = pid_to_list(self()),
+    {ok, T} = tracekit:calls("tracekit_SUITE:handle/2 -> return", opts(Config, #{})),
+    handle(#tk_state{count = 3, name = x}, {tk_state, 1, 2, 3}),
+    {ok, _} = tracekit:stop(T),
+    ?assertEqual([Self ++ " tracekit_SUITE:handle(#tk_state{count = 3,name = x}, {tk_state,1,2,3})",
+                  Self ++ " tracekit_SUITE:handle/2 -> {reply,#tk_state{count = 3,name = x},"
+                  "{tk_state,1,2,3}}",
+                  "tracekit: 2 events shown, 0 dropped; stopped by tracekit:stop"],
+                 body_lines(Io)),
+    %% Off, and records of other modules.
+    [begin
+         Io2 = tk_capture:start(),
+         {ok, T2} = tracekit:calls("tracekit_SUITE:handle/2", #{io => Io2, records => R}),
+         handle(#tk_state{count = 3, name = x}, {file_info, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}),
+         {ok, _} = tracekit:stop(T2),
+         [Line, _] = body_lines(Io2),
+         ?assertEqual(Self ++ " tracekit_SUITE:handle(" ++ Expected ++ ")", Line),
+         tk_capture:stop(Io2)
+     end || {R, Expected} <- [{false, "{tk_state,3,x}, {file_info,1,2,3,4,5,6,7,8,9,10,11,12,13}"},
+                              {[file], "#tk_state{count = 3,name = x}, #file_info{size = 1,type = 2,"
+                                       "access = 3,atime = 4,mtime = 5,ctime = 6,mode = 7,links = 8,"
+                                       "major_device = 9,minor_device = 10,inode = 11,uid = 12,gid = 13}"}]].
+
+%% A module compiled without debug info: its tuples print as tuples, and
+%% the trace goes on.
+records_of_a_module_without_debug_info(Config) ->
+    Io = ?config(io, Config),
+    Dir = ?config(priv_dir, Config),
+    Src = filename:join(Dir, "tk_no_dbg.erl"),
+    ok = file:write_file(Src, "-module(tk_no_dbg).\n-export([f/1]).\n"
+                         "-record(r, {a, b}).\nf(X) -> #r{a = X}.\n"),
+    {ok, tk_no_dbg} = compile:file(Src, [{outdir, Dir}]),
+    {module, tk_no_dbg} = code:load_abs(filename:join(Dir, "tk_no_dbg")),
+    {ok, T} = tracekit:calls("tk_no_dbg:f/1 -> return", opts(Config, #{})),
+    tk_no_dbg:f(1),
+    {ok, #{shown := 2}} = tracekit:stop(T),
+    Self = pid_to_list(self()),
+    ?assertEqual([Self ++ " tk_no_dbg:f(1)", Self ++ " tk_no_dbg:f/1 -> {r,1,undefined}",
+                  "tracekit: 2 events shown, 0 dropped; stopped by tracekit:stop"],
+                 body_lines(Io)),
+    code:purge(tk_no_dbg), code:delete(tk_no_dbg).
+
+%% The messages of a gen_server: its state record, from the module it
+%% was started in; the alias references of calls as short tags, the
+%% same in the request and in the reply.
+records_of_a_server(Config) ->
+    Io = ?config(io, Config),
+    {ok, S} = gen_server:start(?MODULE, tk_name, []),
+    {ok, _} = tracekit:messages(S, opts(Config, #{max_events => 4})),
+    3 = gen_server:call(S, {add, 3}),
+    #tk_state{count = 3} = gen_server:call(S, get),
+    tk_capture:wait_for(Io, "^tracekit: 4 events", 5000),
+    Lines = body_lines(Io),
+    ct:log("~ts", [lists:join("\n", Lines)]),
+    Me = pid_to_list(self()),
+    SP = pid_to_list(S),
+    {match, [Tag1]} = re:run(hd(Lines), "alias\\|(#Ref<\\.\\.[0-9]+>)", [{capture, all_but_first, list}]),
+    {match, [Tag2]} = re:run(lists:nth(3, Lines), "alias\\|(#Ref<\\.\\.[0-9]+>)",
+                             [{capture, all_but_first, list}]),
+    ?assertNotEqual(Tag1, Tag2),
+    ?assertEqual([SP ++ " << {'$gen_call',{" ++ Me ++ ",[alias|" ++ Tag1 ++ "]},{add,3}}",
+                  SP ++ " ! {[alias|" ++ Tag1 ++ "],3} -> alias " ++ Tag1,
+                  SP ++ " << {'$gen_call',{" ++ Me ++ ",[alias|" ++ Tag2 ++ "]},get}",
+                  SP ++ " ! {[alias|" ++ Tag2 ++ "],#tk_state{count = 3,name = tk_name}} -> alias "
+                  ++ Tag2], lists:sublist(Lines, 4)),
+    gen_server:stop(S).
+
+%% Collected events keep references whole; printed ones show tags, or
+%% the whole reference with short_refs => false.
+short_refs_in_calls(Config) ->
+    Ref = make_ref(),
+    Full = ref_to_list(Ref),
+    {ok, T} = tracekit:calls("tracekit_SUITE:handle/2", #{print => false}),
+    handle(Ref, Ref),
+    {ok, #{events := [{trace_ts, _, call, {?MODULE, handle, [Ref, Ref]}, _}]}} = tracekit:stop(T),
+    Short = "#Ref<.." ++ lists:last(string:lexemes(Full, ".>")) ++ ">",
+    [begin
+         Io = tk_capture:start(),
+         {ok, T2} = tracekit:calls("tracekit_SUITE:handle/2", Opts#{io => Io}),
+         handle(Ref, [Ref]),
+         {ok, _} = tracekit:stop(T2),
+         [Line, _] = body_lines(Io),
+         ?assertEqual(pid_to_list(self()) ++ " tracekit_SUITE:handle(" ++ Shown ++ ", [" ++ Shown ++ "])",
+                      Line),
+         tk_capture:stop(Io)
+     end || {Opts, Shown} <- [{#{}, Short}, {#{short_refs => false}, Full}]],
+    ?assertNotEqual(Short, Full),
+    Config.
+
+%% Colours only when asked for (tk_capture is not a terminal; the shell
+%% suite checks a real one).
+colour_when_asked(Config) ->
+    Io = ?config(io, Config),
+    {ok, T} = tracekit:calls("tracekit_SUITE:double/1 -> return", opts(Config, #{colour => true})),
+    double(1),
+    {ok, _} = tracekit:stop(T),
+    Self = pid_to_list(self()),
+    ?assertEqual(["\e[36m" ++ Self ++ "\e[0m \e[1mtracekit_SUITE:double\e[0m(1)",
+                  "\e[36m" ++ Self ++ "\e[0m \e[32mtracekit_SUITE:double/1 ->\e[0m 2",
+                  "tracekit: 2 events shown, 0 dropped; stopped by tracekit:stop"],
+                 body_lines(Io)),
+    [begin
+         Io2 = tk_capture:start(),
+         {ok, T2} = tracekit:calls("tracekit_SUITE:double/1", #{io => Io2, colour => C}),
+         double(1),
+         {ok, _} = tracekit:stop(T2),
+         ?assertEqual([Self ++ " tracekit_SUITE:double(1)",
+                       "tracekit: 1 event shown, 0 dropped; stopped by tracekit:stop"], body_lines(Io2)),
+         tk_capture:stop(Io2)
+     end || C <- [auto, false]].
+
+new_options_are_checked(Config) ->
+    Bad = [{stack_depth, 0}, {stack_depth, 65}, {stack_depth, x}, {records, []},
+           {records, [x | y]}, {records, "m"}, {short_refs, 1}, {colour, yes}],
+    [?assertMatch({error, {bad_option, {K, V}, _}},
+                  tracekit:calls("tracekit_SUITE:double/1", opts(Config, #{K => V})))
+     || {K, V} <- Bad],
+    ?assertMatch({error, {bad_spec, _, "unknown action stak after ->" ++ _}},
+                 tracekit:calls("tracekit_SUITE:double/1 -> stak", opts(Config, #{}))),
+    ?assertEqual([], tracekit_sessions()),
+    ?assertEqual("", tk_capture:text(?config(io, Config))).
+
+%% Maps in argument patterns and guards select calls on the VM.
+maps_in_patterns_select(Config) ->
+    Calls = [{#{op => get, k => 1}, a}, {#{op => put}, b}, {#{n => 5}, 4}, {#{n => 5}, 6},
+             {#{x => 1}, x}, {#{x => 1, y => 2}, x}, {not_a_map, n}],
+    Selected = fun(Spec) ->
+                       {ok, T} = tracekit:calls(Spec, opts(Config, #{print => false})),
+                       [handle(A, B) || {A, B} <- Calls],
+                       {ok, #{events := Events}} = tracekit:stop(T),
+                       [list_to_tuple(Args) || {trace_ts, _, call, {?MODULE, handle, Args}, _} <- Events]
+               end,
+    ?assertEqual([{#{op => get, k => 1}, a}], Selected("tracekit_SUITE:handle(#{op := get}, _)")),
+    ?assertEqual([{#{n => 5}, 4}], Selected("tracekit_SUITE:handle(M, S) when map_get(n, M) > S")),
+    ?assertEqual([{#{x => 1}, x}],
+                 Selected("tracekit_SUITE:handle(M, K) when is_map_key(K, M), M =:= #{K => 1}")),
+    ?assertEqual([{#{x => 1}, x}, {#{x => 1, y => 2}, x}],
+                 Selected("tracekit_SUITE:handle(#{x := 1}, _)")),
+    ?assertEqual([{#{op => get, k => 1}, a}, {#{x => 1, y => 2}, x}],
+                 Selected("tracekit_SUITE:handle(M, _) when map_size(M) =:= 2")).
