@@ -9,11 +9,13 @@
 
 -export([all/0, init_per_suite/1, end_per_suite/1]).
 -export([messages_of_all_leave_out_the_printing_path/1,
-         calls_in_prim_tty_leave_out_the_printing_path/1]).
+         calls_in_prim_tty_leave_out_the_printing_path/1,
+         colours_in_a_terminal/1]).
 
 all() ->
     [messages_of_all_leave_out_the_printing_path,
-     calls_in_prim_tty_leave_out_the_printing_path].
+     calls_in_prim_tty_leave_out_the_printing_path,
+     colours_in_a_terminal].
 
 init_per_suite(Config) ->
     case {os:find_executable("script"), os:find_executable("erl")} of
@@ -51,6 +53,27 @@ calls_in_prim_tty_leave_out_the_printing_path(Config) ->
     ?assertEqual([], [E || {P, _} = E <- Events, lists:member(P, Path)]),
     ?assertMatch({match, _}, re:run(Summary, "0 dropped; stopped at the time limit of 1500 ms")).
 
+%% In a terminal the lines have colours (and the same text without
+%% them); with colour => false they have none.
+colours_in_a_terminal(Config) ->
+    Raw = shell_output(Config,
+                       ["{ok, T1} = tracekit:calls(\"lists:seq(1077, _) -> return\", "
+                        "#{max_events => 2}), lists:seq(1077, 1078), {ok, _} = tracekit:wait(T1), "
+                        "{ok, T2} = tracekit:calls(\"lists:seq(1079, _)\", "
+                        "#{max_events => 1, colour => false}), lists:seq(1079, 1080), "
+                        "tracekit:wait(T2)."]),
+    %% The lines of the events, from their time on (the shell redraws
+    %% its prompt before them).
+    Events = [Rest || L <- string:split(unicode:characters_to_list(Raw), "\n", all),
+                      {match, [Rest]} <- [re:run(L, "[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6} (.*lists:seq.*)\r$",
+                                                 [{capture, all_but_first, list}, unicode])]],
+    ct:log("~p", [Events]),
+    ?assertMatch([_, _, _], Events),
+    [Call, Return, Plain] = Events,
+    ?assertMatch({match, _}, re:run(Call, "^\e\\[36m<[0-9.]+>\e\\[0m \e\\[1mlists:seq\e\\[0m\\(1077, 1078\\)$")),
+    ?assertMatch({match, _}, re:run(Return, "^\e\\[36m<[0-9.]+>\e\\[0m \e\\[32mlists:seq/2 ->\e\\[0m \\[1077,1078\\]$")),
+    ?assertMatch({match, _}, re:run(Plain, "^<[0-9.]+> lists:seq\\(1079, 1080\\)$")).
+
 %%% The terminal -------------------------------------------------------------
 
 %% Starts erl with a terminal, types each command and waits for the end
@@ -58,6 +81,11 @@ calls_in_prim_tty_leave_out_the_printing_path(Config) ->
 %% path; returns all that the terminal showed, as lines without escape
 %% sequences.
 shell_session(Config, Commands) ->
+    Out = shell_output(Config, Commands),
+    [strip(L) || L <- string:split(unicode:characters_to_list(Out), "\n", all)].
+
+%% All that the terminal showed, escape sequences and all.
+shell_output(Config, Commands) ->
     Ebin = filename:dirname(code:which(tracekit)),
     Cmd = lists:flatten(io_lib:format("~ts -pa ~ts", [?config(erl, Config), Ebin])),
     Port = open_port({spawn_executable, ?config(script, Config)},
@@ -74,7 +102,7 @@ shell_session(Config, Commands) ->
              "standard_error_writer]]], is_pid(P)]]), halt()."),
         Out = closed(Port, await(Port, Out1, "PATH \\[<")),
         ct:log("~ts", [Out]),
-        [strip(L) || L <- string:split(unicode:characters_to_list(Out), "\n", all)]
+        Out
     after
         close(Port)
     end.
