@@ -470,27 +470,26 @@ render(Line, Max) ->
      end || {Role, S} <- Shown, S =/= []].
 
 %% Segments {Role, Text} (reversed), plain text gathered into one segment
-%% until the next painted part.
-segs({'$paint', Role, Text}, Plain, Acc) ->
-    [{Role, unicode:characters_to_list(unpaint(Text))} | flush(Plain, Acc)];
-segs([H | T], Plain, Acc) ->
-    {Plain1, Acc1} = segs_in(H, Plain, Acc),
-    segs(T, Plain1, Acc1);
-segs([], Plain, Acc) ->
-    flush(Plain, Acc);
-segs(Other, Plain, Acc) ->
-    {Plain1, Acc1} = segs_in(Other, Plain, Acc),
+%% until the next painted part. Parts without paint are made text by
+%% unicode:characters_to_list/1 at once.
+segs(X, Plain, Acc) ->
+    {Plain1, Acc1} = segs_in(X, Plain, Acc),
     flush(Plain1, Acc1).
 
-segs_in({'$paint', _, _} = P, Plain, Acc) -> {[], segs(P, Plain, Acc)};
-segs_in(C, Plain, Acc) when is_integer(C) -> {[C | Plain], Acc};
-segs_in(B, Plain, Acc) when is_binary(B) ->
-    {lists:reverse(unicode:characters_to_list(B), Plain), Acc};
+segs_in({'$paint', Role, Text}, Plain, Acc) ->
+    {[], [{Role, unicode:characters_to_list(unpaint(Text))} | flush(Plain, Acc)]};
 segs_in(L, Plain, Acc) when is_list(L) ->
-    lists:foldl(fun(X, {P, A}) -> segs_in(X, P, A) end, {Plain, Acc}, L).
+    try unicode:characters_to_list(L) of
+        Text when is_list(Text) -> {[Text | Plain], Acc}
+    catch
+        error:badarg ->
+            lists:foldl(fun(X, {P, A}) -> segs_in(X, P, A) end, {Plain, Acc}, L)
+    end;
+segs_in(C, Plain, Acc) when is_integer(C) -> {[[C] | Plain], Acc};
+segs_in(B, Plain, Acc) when is_binary(B) -> {[unicode:characters_to_list(B) | Plain], Acc}.
 
 flush([], Acc) -> Acc;
-flush(Plain, Acc) -> [{none, lists:reverse(Plain)} | Acc].
+flush(Plain, Acc) -> [{none, lists:append(lists:reverse(Plain))} | Acc].
 
 %% Painted parts inside a painted part take its colour.
 unpaint({'$paint', _, Text}) -> unpaint(Text);
