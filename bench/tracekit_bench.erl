@@ -10,7 +10,7 @@
 %% trace file sustains (beside dbg's file port and the process tracer).
 -module(tracekit_bench).
 
--export([main/0, main/1, drain_main/1, f/1]).
+-export([main/0, main/1, drain_main/1, f/1, stack_main/1]).
 
 -define(REPS, 11).
 -define(SEND_N, 200000).
@@ -32,6 +32,7 @@ main(Opts) ->
                erlang:system_info(schedulers_online), Reps]),
     Results = [{W, run_workload(W, Reps)} || W <- [send, call]],
     [print_table(W, R) || {W, R} <- Results],
+    stack_main(Reps),
     Checks = targets(Results),
     Mem = memory_overload(maps:get(overload_ms, Opts, 5000)),
     Drain = drain_rate("defaults"),
@@ -226,6 +227,91 @@ targets(Results) ->
             {P ++ "file / ring (payload full) <= 1.10",
              G(file) / G(ring_full), G(file) / G(ring_full) =< 1.10}]
        end || {W, R} <- Results]).
+
+%%% Callers, stacks and printing -----------------------------------------------
+
+%% The call workload under a ring with the match spec actions of
+%% `-> caller' and `-> stack' (tracekit's default depth, 8 frames plus
+%% one), beside a plain call trace, f/1 called 8 calls deep; then what a
+%% line costs to print with the shell's options and without them.
+stack_main(Reps) ->
+    Rows = [{plain, true},
+            {caller, [{'_', [], [{message, {{caller, {caller}}}}]}]},
+            {stack, [{'_', [], [{message, {{stack, {current_stacktrace, 9}}}}]}]}],
+    Runs = [[{Name, stack_once(MS)} || {Name, MS} <- shuffle(Rows)] || _ <- lists:seq(1, Reps)],
+    M = maps:map(fun(_, L) -> median(L) end,
+                 maps:groups_from_list(fun({N, _}) -> N end, fun({_, V}) -> V end,
+                                       lists:append(Runs))),
+    io:format("workload: a process calling a traced local function f/1, 8 calls deep~n"
+              "  (tracekit_ring, 1 MiB per scheduler, overwrite, payload full)~n"),
+    io:format("  ~-44s ~9s ~11s~n", ["match spec", "ns/event", "x plain"]),
+    [io:format("  ~-44s ~9.1f ~11.2f~n", [Label, maps:get(N, M), maps:get(N, M) / maps:get(plain, M)])
+     || {N, Label} <- [{plain, "call trace (true)"}, {caller, "-> caller ({caller})"},
+                       {stack, "-> stack ({current_stacktrace, 9})"}]],
+    print_costs().
+
+stack_once(MS) ->
+    N = ?CALL_N div 4,
+    Self = self(),
+    Worker = spawn(fun() ->
+                           receive go -> ok end,
+                           nest(8, fun() ->
+                                           call_loop(1000),
+                                           T0 = erlang:monotonic_time(nanosecond),
+                                           call_loop(N),
+                                           T1 = erlang:monotonic_time(nanosecond),
+                                           Self ! {done, self(), T1 - T0}
+                                   end)
+                   end),
+    {ok, R} = tracekit_ring:new(#{policy => overwrite}),
+    S = trace:session_create(bench, {tracekit_ring, R}, []),
+    1 = trace:process(S, Worker, true, [call]),
+    1 = trace:function(S, {?MODULE, f, 1}, MS, [local]),
+    Worker ! go,
+    Ns = receive {done, Worker, D} -> D end,
+    trace:session_destroy(S),
+    _ = tracekit_ring:drain(R),
+    tracekit_ring:close(R),
+    Ns / N.
+
+nest(0, Fun) -> Fun(), ok;
+nest(K, Fun) -> ok = nest(K - 1, Fun), ok.
+
+%% Microseconds and reductions per line of tracekit_format:event/2 for a
+%% gen_server call and a call with its stack: plain (as
+%% tracekit_file:format prints), then with a record definition, reference
+%% tags, stacks and colours (as the shell prints). Reductions do not
+%% depend on the machine's load.
+print_costs() ->
+    Ref = make_ref(),
+    Pid = self(),
+    Call = {trace_ts, Pid, call,
+            {my_server, handle_call, [{get, color}, {Pid, [alias | Ref]},
+                                      {state, 3, #{color => blue}, [a, b]}]},
+            os:timestamp()},
+    Stack = {trace_ts, Pid, call, {?MODULE, f, [1]},
+             {stack, [{?MODULE, nest, 2, [{file, "bench/tracekit_bench.erl"}, {line, I}]}
+                      || I <- lists:seq(1, 9)]}, os:timestamp()},
+    Refs = tracekit_format:ref_tags(tracekit_format:tag_refs(Ref, tracekit_format:new_ref_table())),
+    Shell = #{records => #{{state, 3} => [count, data, items]}, refs => Refs, stacks => 8,
+              colour => true},
+    io:format("~n  printing a line (tracekit_format:event/2)    us/line (reductions): plain    shell~n"),
+    [begin
+         {Plain, PlainR} = per_line(E, #{}),
+         {Pretty, PrettyR} = per_line(E, Shell),
+         io:format("  ~-44s ~9.1f (~5w) ~9.1f (~5w)~n", [Label, Plain, PlainR, Pretty, PrettyR])
+     end || {Label, E} <- [{"gen_server call with a record and an alias", Call},
+                           {"call with a stack of 9 frames", Stack}]],
+    io:format("~n").
+
+per_line(E, Opts) ->
+    N = 20000,
+    _ = tracekit_format:event(E, Opts),
+    {reductions, R0} = erlang:process_info(self(), reductions),
+    {Us, _} = timer:tc(fun() -> lists:foreach(fun(_) -> tracekit_format:event(E, Opts) end,
+                                              lists:seq(1, N)) end),
+    {reductions, R1} = erlang:process_info(self(), reductions),
+    {Us / N, (R1 - R0) div N}.
 
 %%% Memory under overload -------------------------------------------------------
 
