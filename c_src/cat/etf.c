@@ -133,6 +133,11 @@ static bool parse_seq(ps *p, size_t *at, uint32_t first, uint64_t n,
 static void big_value(tnode *n, const unsigned char *digits, size_t nd, bool neg)
 {
     n->type = T_BIG;
+    /* high zero digits say nothing (binary_to_term drops them): a T_BIG
+     * is never a value that fits in 64 bits, which the exports' term
+     * order and digests count on */
+    while (nd > 0 && digits[nd - 1] == 0)
+        nd--;
     if (nd > 8)
         return;
     uint64_t m = 0;
