@@ -85,8 +85,10 @@ event(Event, Opts0) ->
 
 %% @doc Formats events, one line each (without newlines), with
 %% `merge_seq' and `short_refs' as well as the options of {@link
-%% event/2}.
--spec events([term()], opts()) -> [unicode:chardata()].
+%% event/2}. Returns each event that has a line with its line (with
+%% `merge_seq', the seq_trace event of a message that has the line of its
+%% process trace event has none).
+-spec events([term()], opts()) -> [{term(), unicode:chardata()}].
 events(Events, Opts0) when is_list(Events) ->
     Opts = opts(Opts0, [Events, Opts0]),
     Merged = case Opts of
@@ -108,7 +110,7 @@ events(Events, Opts0) when is_list(Events) ->
                                             false ->
                                                 {Opts, Table}
                                         end,
-                          {line(E, O, suffix(maps:get(I, Merged, none), O)), Table1}
+                          {{E, line(E, O, suffix(maps:get(I, Merged, none), O))}, Table1}
                   end
           end, new_ref_table(), lists:enumerate(Events)),
     [L || L <- Lines, L =/= drop];

@@ -325,7 +325,7 @@ merge_seq_test_() ->
     SeqSend = {seq_trace, 7, {send, {1, 2}, A, B, {hi, 1}}},
     SeqRecv = {seq_trace, 7, {'receive', {1, 2}, A, B, {hi, 1}}},
     L = fun(Es) -> [unicode:characters_to_list(X)
-                    || X <- tracekit_format:events(Es, #{merge_seq => true, names => #{B => srv}})]
+                    || {_, X} <- tracekit_format:events(Es, #{merge_seq => true, names => #{B => srv}})]
         end,
     Far = [{trace, A, 'receive', {filler, I}} || I <- lists:seq(1, 20)],
     [?_assertEqual(["<0.1.0> ! {hi,1} -> <0.2.0> (srv) [1,2]",
@@ -366,9 +366,15 @@ events_list_test_() ->
     Es = [{trace, A, 'receive', R}, {trace, A, send, R, A}, x],
     [?_assertEqual(["<0.1.0> << #Ref<..3>", "<0.1.0> ! #Ref<..3> -> <0.1.0>", "x"],
                    [unicode:characters_to_list(L)
-                    || L <- tracekit_format:events(Es, #{short_refs => true})]),
-     ?_assertEqual([line(E) || E <- Es],
-                   [unicode:characters_to_list(L) || L <- tracekit_format:events(Es, #{})]),
+                    || {_, L} <- tracekit_format:events(Es, #{short_refs => true})]),
+     ?_assertEqual([{E, line(E)} || E <- Es],
+                   [{E, unicode:characters_to_list(L)} || {E, L} <- tracekit_format:events(Es, #{})]),
+     %% The events that have a line, with it.
+     ?_assertEqual([{trace, A, send, m, A}, {trace, A, 'receive', m}],
+                   [E || {E, _} <- tracekit_format:events(
+                                     [{trace, A, send, m, A}, {seq_trace, 0, {send, {0, 1}, A, A, m}},
+                                      {seq_trace, 0, {'receive', {0, 1}, A, A, m}},
+                                      {trace, A, 'receive', m}], #{merge_seq => true})]),
      ?_assertError(badarg, tracekit_format:events(x, #{})),
      ?_assertError(badarg, tracekit_format:events(Es, #{merge_seq => 1}))].
 
@@ -398,4 +404,4 @@ any_term_with_everything_on_test() ->
     ?assertEqual([], Failed),
     Lines = tracekit_format:events(Events, O#{merge_seq => true, short_refs => true}),
     ?assert(length(Lines) > 1000),
-    ?assert(lists:all(fun(L) -> string:find(L, "\n") =:= nomatch end, Lines)).
+    ?assert(lists:all(fun({_, L}) -> string:find(L, "\n") =:= nomatch end, Lines)).
