@@ -43,6 +43,12 @@
 %% <dt>`always'</dt><dd>write the files for passing cases too (default
 %%   false).</dd>
 %% <dt>`depth', `line_length'</dt><dd>as for {@link tracekit_format}.</dd>
+%% <dt>`records'</dt><dd>`true' (default): in the text file, tuples that
+%%   are records of the suite, of the modules of `calls' and of those the
+%%   events touch print as records (see {@link tracekit}); `[Module]'
+%%   reads those modules too; `false' prints tuples. The text file also
+%%   shows references as short tags and a message seen by both process
+%%   tracing and seq_trace as one line, with the seq_trace serial.</dd>
 %% <dt>`nodes'</dt><dd>record on other nodes too: a list of nodes, or
 %%   `all' for every node connected when the case starts and every node
 %%   that connects while it runs (a `peer' started by the case, from when
@@ -76,6 +82,7 @@
                   always => boolean(),
                   depth => pos_integer(),
                   line_length => pos_integer(),
+                  records => boolean() | [module()],
                   nodes => all | [node()],
                   groups => #{atom() => opts()},
                   testcases => #{atom() => opts()}}.
@@ -83,9 +90,9 @@
 -define(DEFAULTS, #{calls => [], processes => [testcase], messages => false,
                     procs => false, seq_trace => false, events => 1000,
                     ring_size => 1 bsl 20, always => false, depth => 20,
-                    line_length => 240}).
+                    line_length => 240, records => true}).
 -define(KEYS, [calls, processes, messages, procs, seq_trace, events,
-               ring_size, always, depth, line_length, nodes, groups, testcases]).
+               ring_size, always, depth, line_length, records, nodes, groups, testcases]).
 
 %% What is being recorded for the running case, and what waits to be
 %% written if the case turns out to have failed.
@@ -275,6 +282,10 @@ option_problem(nodes, V) ->
     valid(nodes, V =:= all orelse (is_list(V) andalso is_proper(V)
                                    andalso lists:all(fun is_atom/1, V)),
           "all or a list of node names");
+option_problem(records, V) ->
+    valid(records, is_boolean(V) orelse (is_list(V) andalso is_proper(V)
+                                         andalso lists:all(fun is_atom/1, V)),
+          "true, false or a list of modules");
 option_problem(calls, _) ->
     ok.                                 % tracekit_spec says what is wrong
 
@@ -392,7 +403,8 @@ write(#{logfile := Log, suite := Suite, tc := TC, events := All, lost := Lost,
     Header = io_lib:format("tracekit trace of ~tw:~tw (~w): ~w events of the test "
                            "case body (~w earlier events lost)~n~ts",
                            [Suite, TC, Outcome, length(Events), Lost, nodes_line(Rec)]),
-    Lines = [[node_prefix(E, Opts), tracekit_format:event(E, FOpts), $\n] || E <- Events],
+    Lines = [[node_prefix(E, Opts), Line, $\n]
+             || {E, Line} <- tracekit_format:events(Events, text_opts(Suite, Events, Opts, FOpts))],
     ok = file:write_file(Base ++ ".txt", unicode:characters_to_binary([Header, Lines])),
     Diagrams = [diagram(Base ++ ".messages.mmd", "messages",
                         message_arrows(Events), Names, FOpts)
@@ -403,6 +415,26 @@ write(#{logfile := Log, suite := Suite, tc := TC, events := All, lost := Lost,
     Links = [html_link(F, Text) || {F, Text} <- [{Base ++ ".txt", "events"} | Report] ++ Diagrams],
     ct:log("tracekit: ~w events of ~tw recorded: ~ts",
            [length(Events), TC, lists:join(", ", Links)]).
+
+%% The text file's options: records (of the suite, the modules of the
+%% calls traced, those the events touch, and those asked for), short
+%% references, one line per message seen by both process tracing and
+%% seq_trace.
+text_opts(Suite, Events, Opts, FOpts) ->
+    FOpts1 = FOpts#{short_refs => true, merge_seq => true},
+    case maps:get(records, Opts) of
+        false ->
+            FOpts1;
+        R ->
+            Asked = [M || is_list(R), M <- R, code:ensure_loaded(M) =:= {module, M}],
+            Traced = case tracekit_spec:parse(maps:get(calls, Opts)) of
+                         {ok, Cs} -> [M || #{module := M} <- Cs];
+                         {error, _} -> []
+                     end,
+            Cache = lists:foldl(fun tracekit_records:learn/2,
+                                tracekit_records:new([Suite | Traced] ++ Asked), Events),
+            FOpts1#{records => tracekit_records:defs(Cache)}
+    end.
 
 %% The events from the call of the test case function to its return, its
 %% exception or the exit of the test case process (killed by a timetrap).

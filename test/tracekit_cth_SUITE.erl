@@ -105,12 +105,34 @@ failing_case_leaves_its_trace(Config) ->
     ?assert(contains(lists:nth(2, Calls), "handle_call/3 -> {reply,blue,#{color => blue}}")),
     ?assert(contains(lists:nth(3, Calls), "handle_call({get,size}, {<")),
     ?assert(contains(lists:nth(4, Calls), "handle_call/3 -> {reply,undefined,#{color => blue}}")),
-    %% Messages both ways, by process tracing and by seq_trace.
-    Sends = [L || L <- Lines, contains(L, "(testcase) ! {'$gen_call'"),
-                  not contains(L, "seq_trace")],
-    ?assertEqual(2, length(Sends)),
-    ?assertEqual(4, length([L || L <- Lines, contains(L, "seq_trace"),
-                                 contains(L, " ! ")])),
+    %% Messages both ways, seen by process tracing and by seq_trace: one
+    %% line each, with the serial (and for a receive, the sender), the
+    %% alias references as short tags, the same in a call and its reply.
+    ?assertEqual([], [L || L <- Lines, contains(L, "seq_trace")]),
+    T = "^[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6} ",
+    Tc = "<[0-9.]+> \\(testcase\\)",
+    Srv = "<[0-9.]+> \\(sample_server\\)",
+    Ref = "\\[alias\\|(#Ref<\\.\\.[0-9]+>)\\]",
+    Serial = " \\[[0-9]+,[0-9]+\\]$",
+    Messages = [L || L <- Lines, contains(L, " ! ") orelse contains(L, " << ")],
+    ct:log("~p", [Messages]),
+    ?assertMatch([_, _, _, _, _, _, _, _], Messages),
+    Tags = [begin
+                {match, [Tag]} = re:run(L, Re, [{capture, all_but_first, list}]),
+                Tag
+            end || {L, Re} <- lists:zip(
+                                Messages,
+                                lists:append(
+                                  [[T ++ Tc ++ " ! {'\\$gen_call',{<[0-9.]+>," ++ Ref ++ "},{get," ++ K
+                                    ++ "}} -> " ++ Srv ++ Serial,
+                                    T ++ Srv ++ " << {'\\$gen_call',{<[0-9.]+>," ++ Ref ++ "},{get," ++ K
+                                    ++ "}} from " ++ Tc ++ Serial,
+                                    T ++ Srv ++ " ! {" ++ Ref ++ "," ++ V ++ "} -> alias #Ref<\\.\\.[0-9]+>"
+                                    ++ Serial,
+                                    T ++ Tc ++ " << {" ++ Ref ++ "," ++ V ++ "} from " ++ Srv ++ Serial]
+                                   || {K, V} <- [{"color", "blue"}, {"size", "undefined"}]]))],
+    [A, A, A, A, B, B, B, B] = Tags,
+    ?assertNotEqual(A, B),
     %% The diagrams: the test case and the server, four arrows.
     Expected = ["sequenceDiagram",
                 "    participant p1 as #60;0.",        % <0.N.0> (testcase)
@@ -143,7 +165,12 @@ always_writes_passing_cases(Config) ->
     ?assertEqual(4, length(trace_files(Config, passing_always))),
     Text = read(Config, passing_always, ".txt"),
     ?assert(contains(Text, "tracekit trace of tracekit_cth_sample_SUITE:passing_always (passed)")),
-    ?assert(contains(Text, "handle_call/3 -> {reply,blue,#{color => blue}}")).
+    ?assert(contains(Text, "handle_call/3 -> {reply,blue,#{color => blue}}")),
+    %% A record of the suite, from its debug info.
+    ?assertMatch({match, _},
+                 re:run(Text, "\\(sample_server\\) tracekit_cth_sample_SUITE:handle_call\\("
+                        "{get,#sample_key{name = color}}, {<[0-9.]+>,\\[alias\\|#Ref<\\.\\.[0-9]+>\\]}, "
+                        "#{color => blue}\\)\n")).
 
 group_options_apply(Config) ->
     %% groups => #{quiet => #{messages => false, seq_trace => false}}: only
@@ -217,8 +244,13 @@ options_are_checked(_Config) ->
                  tracekit_cth:check_options(#{groups => #{g => false}})),
     ?assertEqual("options must be a map, got [x]", Why([x])),
     ?assertEqual("unknown options [colour] (known: [calls,processes,messages,procs,"
-                 "seq_trace,events,ring_size,always,depth,line_length,nodes,groups,testcases])",
+                 "seq_trace,events,ring_size,always,depth,line_length,records,nodes,groups,"
+                 "testcases])",
                  Why(#{colour => red})),
+    ?assertEqual("records must be true, false or a list of modules", Why(#{records => [x | y]})),
+    ?assertEqual("records must be true, false or a list of modules", Why(#{records => "m"})),
+    ?assertMatch({ok, #{records := true}}, tracekit_cth:check_options(#{})),
+    ?assertMatch({ok, #{records := [lists]}}, tracekit_cth:check_options(#{records => [lists]})),
     ?assertEqual("messages must be true or false", Why(#{messages => yes})),
     ?assertEqual("always must be true or false", Why(#{always => 1})),
     ?assertEqual("events must be a positive integer", Why(#{events => 0})),
@@ -307,7 +339,10 @@ html_report_of_failing_case(Config) ->
                               L =/= ""],
     {Doc, _} = xmerl_scan:string(Html, [{quiet, true}]),
     Rows = xmerl_xpath:string("//table[@id='event-table']/tbody/tr", Doc),
-    ?assertEqual(length(Lines), length(Rows)),
+    %% A row per event: the lines of the text file, and the seq_trace
+    %% events that a message's line there stands for too.
+    Merged = [L || L <- Lines, re:run(L, " \\[[0-9]+,[0-9]+\\]$") =/= nomatch],
+    ?assertEqual(length(Lines) + length(Merged), length(Rows)),
     Arrows = xmerl_xpath:string("//svg[@class='sequence']//g[@class='row']", Doc),
     Labels = [string:trim(text_of(G, "text")) || G <- Arrows],
     ?assertEqual(["call {get,color}", "reply blue", "call {get,size}", "reply undefined"], Labels),
