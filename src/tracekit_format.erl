@@ -361,11 +361,11 @@ tag_ref(Ref, {Tags, Taken}) ->
     {Tags#{Ref => Tag}, Taken#{Tag => []}}.
 
 %% The references of a term, in the order met, looking at no more than
-%% Budget parts.
-refs(_, {0, _} = Acc) -> Acc;
+%% Budget parts (a tuple or map larger than what is left is not looked
+%% into).
 refs(R, {B, Rs}) when is_reference(R) -> {B - 1, [R | Rs]};
-refs(T, {B, Rs}) when is_tuple(T) -> refs_list(tuple_to_list(T), {B - 1, Rs});
-refs(M, {B, Rs}) when is_map(M) ->
+refs(T, {B, Rs}) when is_tuple(T), tuple_size(T) < B -> refs_list(tuple_to_list(T), {B - 1, Rs});
+refs(M, {B, Rs}) when is_map(M), 2 * map_size(M) < B ->
     refs_list(lists:append([[K, V] || K := V <- M]), {B - 1, Rs});
 refs([H | T], Acc0) -> refs_list([H | T], Acc0);
 refs(_, {B, Rs}) -> {B - 1, Rs}.
@@ -400,10 +400,10 @@ place(R, Refs, {B, Placed} = Acc) when is_reference(R) ->
         #{} ->
             {R, {B - 1, Placed}}
     end;
-place(T, Refs, {B, Placed}) when is_tuple(T) ->
+place(T, Refs, {B, Placed}) when is_tuple(T), tuple_size(T) < B ->
     {L, Acc} = place_list(tuple_to_list(T), Refs, {B - 1, Placed}),
     {list_to_tuple(L), Acc};
-place(M, Refs, {B, Placed}) when is_map(M) ->
+place(M, Refs, {B, Placed}) when is_map(M), 2 * map_size(M) < B ->
     {KVs, Acc} = lists:mapfoldl(fun({K, V}, A0) ->
                                         {K1, A1} = place(K, Refs, A0),
                                         {V1, A2} = place(V, Refs, A1),
@@ -420,6 +420,8 @@ place(A, _Refs, {B, Placed}) when is_atom(A) ->
 place(T, _Refs, {B, Placed}) ->
     {T, {B - 1, Placed}}.
 
+place_list(L, _Refs, {0, _} = Acc) ->
+    {L, Acc};
 place_list([H | T], Refs, Acc0) ->
     {H1, Acc1} = place(H, Refs, Acc0),
     {T1, Acc2} = place_list(T, Refs, Acc1),

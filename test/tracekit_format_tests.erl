@@ -405,3 +405,21 @@ any_term_with_everything_on_test() ->
     Lines = tracekit_format:events(Events, O#{merge_seq => true, short_refs => true}),
     ?assert(length(Lines) > 1000),
     ?assert(lists:all(fun({_, L}) -> string:find(L, "\n") =:= nomatch end, Lines)).
+
+%% Large terms are looked into only so far: a line with tags costs about
+%% what a plain line costs, whatever the size.
+large_terms_with_refs_test_() ->
+    R = list_to_ref("#Ref<0.1.2.3>"),
+    T = tracekit_format:tag_refs(R, tracekit_format:new_ref_table()),
+    O = #{refs => tracekit_format:ref_tags(T)},
+    Big = [R | lists:seq(1, 1000000)],
+    BigTuple = list_to_tuple(Big),
+    [?_assertEqual("<0.1.0> << [#Ref<..3>,1,2,3|...]", line({trace, p("<0.1.0>"), 'receive', Big},
+                                                             O#{depth => 5})),
+     %% Too large to look into: whole, as without tags.
+     ?_assertEqual("<0.1.0> << {#Ref<0.1.2.3>,1,2,3,...}",
+                   line({trace, p("<0.1.0>"), 'receive', BigTuple}, O#{depth => 5})),
+     ?_test(begin
+                {Us, _} = timer:tc(fun() -> tracekit_format:tag_refs({Big, BigTuple}, T) end),
+                ?assert(Us < 200000)
+            end)].
