@@ -1,12 +1,15 @@
 #include "tk_clock.h"
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
 
 int tk_clock_tsc;
+int tk_clock_fenced;
 
 void tk_clock_init(void)
 {
@@ -16,13 +19,15 @@ void tk_clock_init(void)
         __get_cpuid(0x80000007u, &a, &b, &c, &d))
         tk_clock_tsc = (d >> 8) & 1;
 #endif
+    const char *how = getenv("TRACEKIT_CLOCK");
+    if (how != NULL && strcmp(how, "monotonic") == 0)
+        tk_clock_tsc = 0;
+    tk_clock_fenced = how != NULL && strcmp(how, "fenced") == 0;
 }
 
 static uint64_t mono_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    return tk_clock_monotonic_();
 }
 
 static uint64_t tsc_hz;
@@ -34,7 +39,7 @@ static void measure_hz(void)
 {
     uint64_t m0 = 0, t0 = 0, m1, t1, best = UINT64_MAX;
     for (int i = 0; i < 5; i++) {
-        uint64_t a = mono_ns(), t = tk_clock_stamp(), b = mono_ns();
+        uint64_t a = mono_ns(), t = tk_clock_stamp_fenced(), b = mono_ns();
         if (b - a < best) {
             best = b - a;
             m0 = a + (b - a) / 2;
@@ -47,7 +52,7 @@ static void measure_hz(void)
     m1 = m0;
     t1 = t0;
     for (int i = 0; i < 5; i++) {
-        uint64_t a = mono_ns(), t = tk_clock_stamp(), b = mono_ns();
+        uint64_t a = mono_ns(), t = tk_clock_stamp_fenced(), b = mono_ns();
         if (b - a < best) {
             best = b - a;
             m1 = a + (b - a) / 2;

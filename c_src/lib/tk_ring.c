@@ -1,6 +1,9 @@
 #include "tk_ring.h"
 
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "tk_debug.h"
 #include "tk_mem.h"
@@ -26,10 +29,20 @@ int tk_ring_init(tk_ring *r, size_t size, tk_ring_policy policy)
         return -1;
     /* Not zeroed: only published records are ever read, and zeroing would
      * touch every page up front (milliseconds for a big ring, on the
-     * first event of a thread). */
-    r->words = tk_mem_alloc(size);
+     * first event of a thread). Always aligned, so that tk_ring_destroy
+     * frees every ring alike; big rings to a huge page. */
+    size_t align = size >= TK_RING_HUGE_SIZE ? TK_RING_HUGE_SIZE : 64;
+    r->words = tk_mem_aligned_alloc(align, size);
     if (r->words == NULL)
         return -1;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    /* Best effort: where transparent huge pages are off (or the kernel
+     * refuses), the ring works the same on 4 KiB pages. The slack before
+     * the aligned start is never touched: it takes address space, not
+     * memory. */
+    if (align == TK_RING_HUGE_SIZE)
+        (void)madvise((void *)r->words, size, MADV_HUGEPAGE);
+#endif
     atomic_init(&r->head, 0);
     r->tail_seen = 0;
     r->last_stamp = 0;
@@ -49,8 +62,17 @@ int tk_ring_init(tk_ring *r, size_t size, tk_ring_policy policy)
 
 void tk_ring_destroy(tk_ring *r)
 {
-    tk_mem_free(r->words);
+    tk_mem_aligned_free((void *)r->words);
     r->words = NULL;
+}
+
+void tk_ring_touch(tk_ring *r)
+{
+    /* Relaxed stores: nobody reads the ring yet. From the end backwards,
+     * so that the lines the producer writes first are the ones most
+     * recently touched. */
+    for (uint64_t off = r->size; off > 0; off -= 4096)
+        atomic_store_explicit(&r->words[(off - 4096) >> 3], 0, memory_order_relaxed);
 }
 
 static inline void store_word(tk_ring *r, uint64_t pos, uint64_t w)

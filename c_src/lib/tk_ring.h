@@ -61,10 +61,24 @@ typedef struct tk_ring {
     _Atomic uint64_t *words;
 } tk_ring;
 
+/* Rings of this size and more have their storage aligned to 2 MiB and
+ * asked of the kernel in transparent huge pages (madvise; Linux). A ring
+ * bigger than the caches writes every record to a line not touched for a
+ * while: with 4 KiB pages each of its pages also costs a TLB miss (a
+ * two-level walk in a virtual machine) and, at first touch, a page fault;
+ * a huge page costs one fault and one TLB entry per 2 MiB. */
+#define TK_RING_HUGE_SIZE (2u << 20)
+
 /* size: bytes, a power of two in [TK_RING_MIN_SIZE, TK_RING_MAX_SIZE].
- * Returns 0, or -1 for a bad size or when out of memory. */
+ * Returns 0, or -1 for a bad size or when out of memory. The storage is
+ * not touched: see tk_ring_touch. */
 int tk_ring_init(tk_ring *r, size_t size, tk_ring_policy policy);
 void tk_ring_destroy(tk_ring *r);
+
+/* Makes every page of the storage resident (a store to each page; the
+ * kernel hands out zeroed pages), so that the producer never page-faults
+ * on it. Call before the ring is shared. */
+void tk_ring_touch(tk_ring *r);
 
 /* Whether `size` is a ring size tk_ring_init accepts: a power of two in
  * [TK_RING_MIN_SIZE, TK_RING_MAX_SIZE]. */

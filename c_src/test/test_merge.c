@@ -92,7 +92,12 @@ TK_TEST(merge_limit_per_ring_still_progresses)
  * own ring, and frees the token (release): the next holder may be another
  * thread, the same shape as a process migrating between schedulers. The
  * consumer must see each token's records in seq order with nothing lost
- * (drop mode, and a producer whose ring is full retries). */
+ * (drop mode, and a producer whose ring is full retries).
+ *
+ * The stamp follows the acquire within a few instructions: the fenced
+ * stamp. (A plain RDTSC fails this test: it can be read before the
+ * compare-and-swap completes; see migrate_like_the_vm below for the path
+ * the VM runs.) */
 #define PRODUCERS 4
 #define TRACEES 16
 
@@ -117,7 +122,7 @@ static void *mig_producer(void *arg)
         long seq = next_seq[tok];
         if (seq < per_tracee) {
             uint64_t rec[2] = {(uint64_t)tok, (uint64_t)seq};
-            while (tk_ring_push(r, tk_clock_stamp(), rec, sizeof rec) != 0)
+            while (tk_ring_push(r, tk_clock_stamp_fenced(), rec, sizeof rec) != 0)
                 ; /* full: wait for the consumer */
             next_seq[tok] = seq + 1;
             if (seq + 1 == per_tracee)
@@ -177,6 +182,136 @@ TK_TEST_THREADED(merge_keeps_migrating_tracees_in_order)
         TK_CHECK_EQ(seen[t], per_tracee);
     TK_REQUIRE(tk_merge_collect(&m, rings, 0) == 0);
     TK_CHECK_EQ(tk_merge_next(&m, &p, &len, &st), 0);
+    tk_merge_destroy(&m);
+    rings_free();
+}
+
+/* ---- processes migrating the way the VM migrates them -----------------
+ * VM_SCHEDS scheduler threads, each with a run queue under a mutex (as
+ * ERTS's run queues are). A scheduler takes a process from its own queue
+ * or steals one from another's, runs it for a few events, and puts it on
+ * a random run queue, usually another scheduler's: every process migrates
+ * all the time. An event goes the way it goes in the VM: after the
+ * process was taken from a run queue (the acquire of the hand-off), the
+ * tracer's enabled callback decides (here: the ring has room), the event
+ * is built (a record with the process, its sequence number and some
+ * words of term), and only then the trace callback takes the stamp: the
+ * default one, tk_clock_stamp, which without TRACEKIT_CLOCK=fenced is a
+ * plain RDTSC. The consumer checks every process's order and count. */
+#define VM_SCHEDS 4
+#define VM_PROCS 64
+#define VM_SLICE 4 /* events per time slice */
+
+typedef struct {
+    pthread_mutex_t lock;
+    int q[VM_PROCS]; /* a FIFO of process numbers */
+    unsigned head, n;
+} vm_runq;
+
+static vm_runq runqs[VM_SCHEDS];
+static long vm_seq[VM_PROCS]; /* owned by whoever runs the process */
+static long vm_per_proc;
+static atomic_long vm_left; /* events still to be produced */
+
+static void runq_put(vm_runq *q, int p)
+{
+    pthread_mutex_lock(&q->lock);
+    q->q[(q->head + q->n++) % VM_PROCS] = p;
+    pthread_mutex_unlock(&q->lock);
+}
+
+static int runq_take(vm_runq *q)
+{
+    int p = -1;
+    pthread_mutex_lock(&q->lock);
+    if (q->n > 0) {
+        p = q->q[q->head];
+        q->head = (q->head + 1) % VM_PROCS;
+        q->n--;
+    }
+    pthread_mutex_unlock(&q->lock);
+    return p;
+}
+
+static void *vm_scheduler(void *arg)
+{
+    unsigned me = (unsigned)(uintptr_t)arg;
+    tk_ring *r = atomic_load(&rings[me]);
+    unsigned long rnd = me * 104729u + 17;
+    while (atomic_load_explicit(&vm_left, memory_order_relaxed) > 0) {
+        int p = runq_take(&runqs[me]);
+        for (unsigned k = 1; p < 0 && k < VM_SCHEDS; k++) /* steal */
+            p = runq_take(&runqs[(me + k) % VM_SCHEDS]);
+        if (p < 0)
+            continue;
+        for (int e = 0; e < VM_SLICE && vm_seq[p] < vm_per_proc; e++) {
+            uint64_t rec[6] = {(uint64_t)p, (uint64_t)vm_seq[p]};
+            /* enabled_*: room in the ring (a full ring: wait for the
+             * consumer, nothing may be lost here) */
+            while (!tk_ring_fits(r, sizeof rec))
+                ;
+            /* the event's term */
+            for (int w = 2; w < 6; w++)
+                rec[w] = rec[1] * 0x9e3779b97f4a7c15u + (uint64_t)w;
+            /* trace_*: the stamp first */
+            if (tk_ring_push(r, tk_clock_stamp(), rec, sizeof rec) != 0)
+                abort(); /* it fitted a moment ago */
+            vm_seq[p]++;
+            atomic_fetch_sub_explicit(&vm_left, 1, memory_order_relaxed);
+        }
+        rnd = rnd * 6364136223846793005ul + 1442695040888963407ul;
+        runq_put(&runqs[(rnd >> 33) % VM_SCHEDS], p);
+    }
+    return NULL;
+}
+
+TK_TEST_THREADED(merge_keeps_order_of_processes_migrating_like_the_vm)
+{
+    tk_clock_init();
+    rings_init(VM_SCHEDS, 65536, TK_RING_DROP);
+    static tk_merge m;
+    TK_REQUIRE(tk_merge_init(&m, 8) == 0);
+    vm_per_proc = tk_test_iters(2000, 20);
+    atomic_store(&vm_left, (long)VM_PROCS * vm_per_proc);
+    for (int i = 0; i < VM_SCHEDS; i++) {
+        pthread_mutex_init(&runqs[i].lock, NULL);
+        runqs[i].head = runqs[i].n = 0;
+    }
+    for (int p = 0; p < VM_PROCS; p++) {
+        vm_seq[p] = 0;
+        runq_put(&runqs[p % VM_SCHEDS], p);
+    }
+    pthread_t th[VM_SCHEDS];
+    for (int i = 0; i < VM_SCHEDS; i++)
+        pthread_create(&th[i], NULL, vm_scheduler, (void *)(uintptr_t)i);
+    long seen[VM_PROCS] = {0}, total = 0, bad = 0;
+    const void *p;
+    size_t len;
+    uint64_t st;
+    while (total < (long)VM_PROCS * vm_per_proc) {
+        TK_REQUIRE(tk_merge_collect(&m, rings, 0) == 0);
+        while (tk_merge_next(&m, &p, &len, &st)) {
+            uint64_t rec[2];
+            memcpy(rec, p, sizeof rec);
+            if (rec[0] >= VM_PROCS || (long)rec[1] != seen[rec[0]]) {
+                if (bad++ < 5)
+                    printf("    process %lu seq %lu expected %ld\n",
+                           (unsigned long)rec[0], (unsigned long)rec[1],
+                           rec[0] < VM_PROCS ? seen[rec[0]] : -1L);
+                if (rec[0] < VM_PROCS)
+                    seen[rec[0]] = (long)rec[1] + 1;
+            } else
+                seen[rec[0]]++;
+            total++;
+        }
+    }
+    for (int i = 0; i < VM_SCHEDS; i++)
+        pthread_join(th[i], NULL);
+    TK_CHECK_EQ(bad, 0);
+    for (int i = 0; i < VM_PROCS; i++)
+        TK_CHECK_EQ(seen[i], vm_per_proc);
+    for (int i = 0; i < VM_SCHEDS; i++)
+        pthread_mutex_destroy(&runqs[i].lock);
     tk_merge_destroy(&m);
     rings_free();
 }

@@ -270,3 +270,33 @@ TK_TEST(ring_take_reports_the_room_a_record_needs)
     TK_CHECK_EQ(b.need, 0);
     tk_ring_destroy(&r);
 }
+
+/* A big ring's storage starts on a huge-page boundary; a touched ring of
+ * either kind records and gives back as an untouched one does. */
+TK_TEST(ring_big_storage_aligned_and_touched)
+{
+    size_t sizes[] = {TK_RING_MIN_SIZE, TK_RING_HUGE_SIZE, 2 * TK_RING_HUGE_SIZE};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        tk_ring r;
+        TK_REQUIRE(tk_ring_init(&r, sizes[k], TK_RING_OVERWRITE) == 0);
+        uintptr_t at = (uintptr_t)r.words;
+        TK_CHECK_EQ(at % (sizes[k] >= TK_RING_HUGE_SIZE ? TK_RING_HUGE_SIZE : 64), 0);
+        tk_ring_touch(&r);
+        unsigned char buf[256];
+        uint64_t n = 0;
+        for (; n < sizes[k] / 16; n++) /* wraps: 24-byte records */
+            TK_REQUIRE(tk_ring_push(&r, n, &n, sizeof n) == 0);
+        ring_rec rec;
+        uint64_t last = 0, got = 0, v = 0;
+        while (ring_pop(&r, tk_ring_head(&r), buf, sizeof buf, &rec)) {
+            memcpy(&v, buf, sizeof v);
+            TK_CHECK_EQ(rec.stamp, v);
+            TK_CHECK(got == 0 || v == last + 1);
+            last = v;
+            got++;
+        }
+        TK_CHECK_EQ(last, n - 1);
+        TK_CHECK(got > 0);
+        tk_ring_destroy(&r);
+    }
+}

@@ -100,7 +100,7 @@ tk_recorder *tk_recorder_new(size_t size, tk_ring_policy policy,
         tk_ring *ring = ring_new(r);
         if (ring == NULL)
             goto fail;
-        memset((void *)ring->words, 0, size);
+        tk_ring_touch(ring);
         r->pool[r->pool_n] = ring;
     }
     return r;
