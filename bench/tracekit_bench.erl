@@ -17,7 +17,19 @@
 -define(CALL_N, 400000).
 
 -define(TRACERS, [none, empty_discard, empty_trace, floor, ring_none, ring_full,
-                  ring_full_big, ring_full_drop, file, process, dbg_file]).
+                  ring_full_drop, file, process, dbg_file | ?RING_SIZES]).
+%% tracekit_ring, payload full, at each ring size under both policies (the
+%% 1 MiB overwrite ring is ring_full): recording, never full. A drop ring
+%% too small for a whole run ({ring, Size, drop, Chunk}) is drained by the
+%% worker after every Chunk events, outside the timing; short runs between
+%% drains change the workload (the sink catches up, the scheduler is
+%% rarely preempted within one), so those rows compare with the 1 MiB
+%% overwrite ring drained the same way.
+-define(RING_SIZES, [{ring, 64 bsl 10, overwrite}, {ring, 32 bsl 20, overwrite},
+                     {ring, 256 bsl 20, overwrite},
+                     {ring, 1 bsl 20, overwrite, 200},
+                     {ring, 64 bsl 10, drop, 200}, {ring, 1 bsl 20, drop, 200},
+                     {ring, 32 bsl 20, drop}, {ring, 256 bsl 20, drop}]).
 
 main() ->
     main(#{}).
@@ -30,9 +42,15 @@ main(Opts) ->
               "(medians)~n~n",
               [erlang:system_info(otp_release), erlang:system_info(version),
                erlang:system_info(schedulers_online), Reps]),
-    Results = [{W, run_workload(W, Reps)} || W <- [send, call]],
-    [print_table(W, R) || {W, R} <- Results],
-    stack_main(Reps),
+    Tracers = maps:get(tracers, Opts, ?TRACERS),
+    Results = [{W, run_workload(W, Tracers, Reps)} || W <- maps:get(workloads, Opts, [send, call])],
+    [print_table(W, Tracers, R) || {W, R} <- Results],
+    case Opts of
+        #{tables_only := true} -> ok;
+        #{} -> stack_main(Reps), rest(Results, Opts)
+    end.
+
+rest(Results, Opts) ->
     Checks = targets(Results),
     Mem = memory_overload(maps:get(overload_ms, Opts, 5000)),
     Drain = drain_rate("defaults"),
@@ -53,10 +71,10 @@ fmt(V) -> io_lib:format("~p", [V]).
 
 %%% Timing ---------------------------------------------------------------------
 
-%% #{Tracer => [ns per event]}.
-run_workload(W, Reps) ->
+%% #{Tracer => [{ns per event, minor page faults per event}]}.
+run_workload(W, Tracers, Reps) ->
     %% Each repetition runs the tracers in a new random order.
-    Rounds = [[{T, once(W, T)} || T <- shuffle(?TRACERS)] || _ <- lists:seq(1, Reps)],
+    Rounds = [[{T, once(W, T)} || T <- shuffle(Tracers)] || _ <- lists:seq(1, Reps)],
     maps:groups_from_list(fun({T, _}) -> T end, fun({_, V}) -> V end,
                           lists:append(Rounds)).
 
@@ -67,27 +85,66 @@ median(L) ->
     S = lists:sort(L),
     lists:nth((length(S) + 1) div 2, S).
 
-%% One timed run of workload W under tracer T: ns per event.
+%% One timed run of workload W under tracer T: ns and minor page faults
+%% (of the whole OS process) per event.
 once(W, T) ->
     N = case W of send -> ?SEND_N; call -> ?CALL_N end,
     Sink = spawn(fun sink/0),
     Self = self(),
     Worker = spawn(fun() ->
-                           receive go -> ok end,
+                           {Chunk, Between} = receive {go, C, B} -> {C, B} end,
                            %% Warm-up: the scheduler's ring (or the
                            %% tracer's first-use work) is set up here.
                            run(W, Sink, 1000),
-                           T0 = erlang:monotonic_time(nanosecond),
-                           run(W, Sink, N),
-                           T1 = erlang:monotonic_time(nanosecond),
-                           Self ! {done, self(), T1 - T0}
+                           Between(),
+                           Self ! {done, self(), chunks(W, Sink, N, Chunk, Between, {0, 0, 0})}
                    end),
-    Cleanup = setup(T, W, Worker),
-    Worker ! go,
-    Ns = receive {done, Worker, D} -> D end,
+    {Cleanup, Chunk, Between} = setup(T, W, Worker),
+    Worker ! {go, Chunk, Between},
+    {Ns, Faults, Cpu} = receive {done, Worker, D} -> D end,
     Cleanup(),
     exit(Sink, kill),
-    Ns / N.
+    {Ns / N, Faults / N, Cpu / N}.
+
+%% N events in runs of Chunk, Between() after each, outside the timing (a
+%% drop ring that would fill is drained there).
+chunks(_W, _Sink, 0, _Chunk, _Between, Acc) ->
+    Acc;
+chunks(W, Sink, N, Chunk, Between, {Ns, Faults, Cpu}) ->
+    C = min(N, Chunk),
+    F0 = minor_faults(),
+    C0 = sched_cpu_ns(),
+    T0 = erlang:monotonic_time(nanosecond),
+    run(W, Sink, C),
+    T1 = erlang:monotonic_time(nanosecond),
+    C1 = sched_cpu_ns(),
+    F1 = minor_faults(),
+    Between(),
+    chunks(W, Sink, N - C, Chunk, Between, {Ns + T1 - T0, Faults + F1 - F0, Cpu + C1 - C0}).
+
+%% CPU time of the normal scheduler threads so far (ns; Linux, 0
+%% elsewhere): unlike wall time, not inflated when other programs take the
+%% cores (meaningful with busy waiting off: +sbwt none).
+sched_cpu_ns() ->
+    Tasks = case get(tk_sched_tasks) of
+                undefined ->
+                    Ts = case file:list_dir("/proc/self/task") of
+                             {ok, L} ->
+                                 [T || T <- L,
+                                       case file:read_file("/proc/self/task/" ++ T ++ "/comm") of
+                                           {ok, Comm} -> binary:match(Comm, <<"erts_sched_">>) =/= nomatch;
+                                           _ -> false
+                                       end];
+                             _ -> []
+                         end,
+                    put(tk_sched_tasks, Ts),
+                    Ts;
+                Ts -> Ts
+            end,
+    lists:sum([case file:read_file("/proc/self/task/" ++ T ++ "/schedstat") of
+                   {ok, B} -> binary_to_integer(hd(binary:split(B, <<" ">>)));
+                   _ -> 0
+               end || T <- Tasks]).
 
 run(send, Sink, N) -> send_loop(Sink, N);
 run(call, _Sink, N) -> call_loop(N).
@@ -104,16 +161,20 @@ f(X) -> X.
 sink() ->
     receive _ -> sink() end.
 
-%% Starts tracer T on the worker; returns the fun that stops it.
+%% Starts tracer T on the worker; returns the fun that stops it, the
+%% events the worker runs between two calls of the third element.
 setup(none, _W, _Worker) ->
-    fun() -> ok end;
+    {fun() -> ok end, infinity, fun() -> ok end};
 setup(T, W, Worker) ->
-    {Tracer, Stop} = tracer(T),
+    {Tracer, Stop, Chunk, Between} = case tracer(T) of
+                                         {Tr, St} -> {Tr, St, infinity, fun() -> ok end};
+                                         WithChunks -> WithChunks
+                                     end,
     S = trace:session_create(bench, Tracer, []),
     Flags = case W of send -> [send]; call -> [call] end,
     1 = trace:process(S, Worker, true, Flags),
     W =:= call andalso (1 = trace:function(S, {?MODULE, f, 1}, true, [local])),
-    fun() -> trace:session_destroy(S), Stop() end.
+    {fun() -> trace:session_destroy(S), Stop() end, Chunk, Between}.
 
 tracer(empty_discard) ->
     {{tk_bench_tracer, discard}, fun() -> ok end};
@@ -128,10 +189,16 @@ tracer(ring_none) ->
     ring_tracer(#{payload => none, policy => overwrite});
 tracer(ring_full) ->
     ring_tracer(#{policy => overwrite});
-%% A ring big enough to keep every event of a run (12 MB): every record
-%% lands on a cache line not touched for a long time.
-tracer(ring_full_big) ->
-    ring_tracer(#{size => 32 bsl 20});
+%% A ring of each size, recording: under overwrite, the steady state; under
+%% drop, a ring that is never full: when too small to keep a whole run, it
+%% is drained by the worker itself every Chunk events (a record of these
+%% workloads takes at most 128 bytes), outside the timing.
+tracer({ring, Size, Policy}) ->
+    ring_tracer(#{size => Size, policy => Policy});
+tracer({ring, Size, Policy, Chunk}) ->
+    {Tracer, Stop} = ring_tracer(#{size => Size, policy => Policy}),
+    {tracekit_ring, R} = Tracer,
+    {Tracer, Stop, Chunk, fun() -> _ = tracekit_ring:drain(R), garbage_collect() end};
 tracer(ring_full_drop) ->
     %% A small ring, filled before the run: every event is refused in
     %% enabled_*, before the VM builds it.
@@ -184,34 +251,63 @@ label(empty_trace) -> "empty NIF tracer, enabled answers trace";
 label(floor) -> "floor: state lookups, ordered stamp, 4-word record";
 label(ring_none) -> "tracekit_ring, payload none";
 label(ring_full) -> "tracekit_ring, payload full";
-label(ring_full_big) -> "tracekit_ring, payload full, 32 MiB";
+label({ring, Size, Policy}) ->
+    lists:flatten(io_lib:format("tracekit_ring, full, ~s, ~s", [size_label(Size), Policy]));
+label({ring, Size, Policy, Chunk}) ->
+    lists:flatten(io_lib:format("tracekit_ring, full, ~s, ~s /~w",
+                                [size_label(Size), Policy, Chunk]));
 label(ring_full_drop) -> "tracekit_ring, full ring under drop";
 label(file) -> "tracekit_file, payload full, 1 MiB buffers";
 label(process) -> "process tracer (discards)";
 label(dbg_file) -> "dbg file port tracer".
 
-print_table(W, R) ->
-    M = maps:map(fun(_, L) -> median(L) end, R),
-    Base = maps:get(none, M),
-    Empty = maps:get(empty_trace, M),
+%% The 1 MiB ring a ring of the size rows compares with (none: not one).
+ring_ref({ring, _, _}) -> ring_full;
+ring_ref({ring, _, _, Chunk}) -> {ring, 1 bsl 20, overwrite, Chunk};
+ring_ref(_) -> none.
+
+size_label(S) when S >= 1 bsl 20 -> integer_to_list(S bsr 20) ++ " MiB";
+size_label(S) -> integer_to_list(S bsr 10) ++ " KiB".
+
+print_table(W, Tracers, R) ->
+    M = maps:map(fun(_, L) -> median([Ns || {Ns, _, _} <- L]) end, R),
+    Faults = maps:map(fun(_, L) -> median([F || {_, F, _} <- L]) end, R),
+    Cpu = maps:map(fun(_, L) -> median([C || {_, _, C} <- L]) end, R),
+    CpuEmpty = case maps:get(empty_trace, Cpu, 0) of 0 -> 1; CE -> CE end,
+    Base = maps:get(none, M, 0.0),
+    Empty = maps:get(empty_trace, M, 1.0),
+    Ring = maps:get(ring_full, M, 1.0),
     io:format("workload: ~s~n"
               "  (tracekit_ring: 1 MiB per scheduler, overwrite, unless said)~n",
               [case W of
                                     send -> "a process sending small messages";
                                     call -> "a process calling a traced local function f/1"
                                 end]),
-    io:format("  ~-44s ~9s ~11s ~12s~n", ["tracer", "ns/event", "x empty", "over untraced"]),
-    [io:format("  ~-44s ~9.1f ~11.2f ~12.1f~n",
-               [label(T), maps:get(T, M), maps:get(T, M) / Empty, maps:get(T, M) - Base])
-     || T <- ?TRACERS],
-    io:format("  tracekit_ring over the floor: payload none ~.2f x, payload full ~.2f x~n~n",
-              [maps:get(ring_none, M) / maps:get(floor, M),
-               maps:get(ring_full, M) / maps:get(floor, M)]).
+    io:format("  ~-44s ~9s ~8s ~13s ~12s ~10s ~9s ~8s~n",
+              ["tracer", "ns/event", "x empty", "x 1 MiB ring", "over untraced",
+               "faults/1k", "sched cpu", "x empty"]),
+    [io:format("  ~-44s ~9.1f ~8.2f ~13s ~12.1f ~10.2f ~9.1f ~8.2f~n",
+               [label(T), maps:get(T, M), maps:get(T, M) / Empty,
+                case ring_ref(T) of
+                    none -> "";
+                    Ref -> io_lib:format("~.2f", [maps:get(T, M) / maps:get(Ref, M, Ring)])
+                end,
+                maps:get(T, M) - Base, 1000 * maps:get(T, Faults),
+                maps:get(T, Cpu), maps:get(T, Cpu) / CpuEmpty])
+     || T <- Tracers],
+    case maps:is_key(floor, M) andalso maps:is_key(ring_none, M) of
+        true ->
+            io:format("  tracekit_ring over the floor: payload none ~.2f x, payload full ~.2f x~n~n",
+                      [maps:get(ring_none, M) / maps:get(floor, M),
+                       maps:get(ring_full, M) / maps:get(floor, M)]);
+        false ->
+            io:format("~n")
+    end.
 
 targets(Results) ->
     lists:append(
       [begin
-           M = maps:map(fun(_, L) -> median(L) end, R),
+           M = maps:map(fun(_, L) -> median([Ns || {Ns, _, _} <- L]) end, R),
            G = fun(T) -> maps:get(T, M) end,
            Over = fun(T) -> G(T) - G(none) end,
            P = atom_to_list(W) ++ ": ",
@@ -225,7 +321,10 @@ targets(Results) ->
             {P ++ "ring (full) cost / process tracer cost <= 0.35",
              Over(ring_full) / Over(process), Over(ring_full) / Over(process) =< 0.35},
             {P ++ "file / ring (payload full) <= 1.10",
-             G(file) / G(ring_full), G(file) / G(ring_full) =< 1.10}]
+             G(file) / G(ring_full), G(file) / G(ring_full) =< 1.10}] ++
+           [{P ++ label(T) ++ " / 1 MiB ring <= 1.10",
+             G(T) / G(ring_ref(T)), G(T) / G(ring_ref(T)) =< 1.10}
+            || T <- ?RING_SIZES, ring_ref(T) =/= T]
        end || {W, R} <- Results]).
 
 %%% Callers, stacks and printing -----------------------------------------------
