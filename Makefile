@@ -299,7 +299,8 @@ demo: all
 # The exports and the HTML report in real viewers (test/viewers): Chromium
 # (Debian package, installed with apt-get when missing) drives speedscope
 # (npm, into build/viewers) through puppeteer-core; screenshots regenerates
-# the pictures of README.md from the same run.
+# the pictures of README.md from the same run. The driver is kept as .erl.src
+# so that rebar3, which copies test/ whole, does not take it for a test module.
 VIEWERS := $(CURDIR)/build/viewers
 VIEWERS_NPM := speedscope@1.25.0 puppeteer-core@24.43.1
 VIEWERS_SHOTS ?= -
@@ -313,8 +314,9 @@ viewers-install:
 	@test -d $(VIEWERS)/node_modules/speedscope -a -d $(VIEWERS)/node_modules/puppeteer-core || \
 	  npm install --prefix $(VIEWERS) --no-audit --no-fund --no-save $(VIEWERS_NPM)
 test-viewers: beams viewers-install
-	rm -rf $(VIEWERS)/out && mkdir -p $(VIEWERS)/ebin
-	erlc -o $(VIEWERS)/ebin test/viewers/tracekit_viewers.erl
+	rm -rf $(VIEWERS)/out && mkdir -p $(VIEWERS)/ebin $(VIEWERS)/src
+	cp test/viewers/tracekit_viewers.erl.src $(VIEWERS)/src/tracekit_viewers.erl
+	erlc -o $(VIEWERS)/ebin $(VIEWERS)/src/tracekit_viewers.erl
 	@echo "test-viewers: the known workload and the sample suite (log: $(VIEWERS)/workload.log)"
 	@erl -noshell -pa $(VIEWERS)/ebin -pa $(REBAR_BASE_DIR)/default/lib/tracekit/ebin \
 	  -run tracekit_viewers main $(VIEWERS)/out \
