@@ -5,11 +5,12 @@
 -module(tracekit_core).
 
 -export([seq_order/1]).
--export([file_open/1, file_next/1, file_resync/1, file_close/1, file_events/3]).
+-export([file_open/1, file_next/1, file_resync/1, file_close/1, file_dict/2,
+         file_events/3]).
 
 -on_load(init/0).
 -nifs([seq_order/1, file_open/1, file_next/1, file_resync/1, file_close/1,
-       file_events/3]).
+       file_dict/2, file_events/3]).
 
 -opaque reader() :: reference().
 -export_type([reader/0]).
@@ -54,13 +55,22 @@ file_resync(_Reader) ->
 file_close(_Reader) ->
     erlang:nif_error(not_loaded).
 
-%% @doc The events of an events chunk's payload, given the file's
-%% dictionary so far (a tuple of its entries) and its machine's reference
+%% @doc Appends the entries of a dictionary chunk's payload to the
+%% reader's dictionary, all or none: `{error, bad_chunk}' when the chunk
+%% is malformed, an entry does not decode, or its first number does not
+%% follow the entries so far. The reader keeps the dictionary, so that
+%% appending costs time in the chunk's entries only.
+-spec file_dict(reader(), binary()) -> ok | {error, bad_chunk | closed}.
+file_dict(_Reader, _Payload) ->
+    erlang:nif_error(not_loaded).
+
+%% @doc The events of an events chunk's payload, decoded with the reader's
+%% dictionary so far, given its machine's reference
 %% `{Stamp, SystemNs, StampsPerSecond}': `{[{TimeNs, Stamp, Event}],
 %% Undecodable}'. Times of one machine keep the order of its stamps.
--spec file_events(binary(), tuple(),
+-spec file_events(reader(), binary(),
                   {non_neg_integer(), non_neg_integer(), non_neg_integer()}) ->
           {[{integer(), non_neg_integer(), tuple()}], non_neg_integer()}
               | {error, bad_chunk}.
-file_events(_Payload, _Dict, _Anchor) ->
+file_events(_Reader, _Payload, _Anchor) ->
     erlang:nif_error(not_loaded).

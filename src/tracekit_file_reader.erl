@@ -21,8 +21,8 @@
 
 -record(r, {index :: non_neg_integer(),
             file :: file:filename_all(),
+            %% The file, and its dictionary so far (kept in the reader).
             h :: tracekit_core:reader() | closed,
-            dict = {} :: tuple(),
             %% The machine's reference anchor and rate (FORMAT.md, "Time").
             ref = {0, 0, 1000000000} :: {non_neg_integer(), non_neg_integer(),
                                          non_neg_integer()},
@@ -244,14 +244,15 @@ refill(#r{h = H, file = F} = R, Skip, Skipped, Acc) ->
 %% One chunk into the reader's state: {ok, R} or error (malformed).
 chunk(?HEADER, _Bin, _R) ->
     error; % only a file's first chunk is a header
-chunk(?DICT, <<First:32/little, Count:32/little, Rest/binary>>, #r{dict = D} = R)
-  when First =:= tuple_size(D) ->
-    case entries(Count, Rest, []) of
-        {ok, Terms} -> {ok, R#r{dict = list_to_tuple(tuple_to_list(D) ++ Terms)}};
-        error -> error
+chunk(?DICT, Bin, #r{h = H} = R) ->
+    %% Appended in place: the time to read a file is linear in its
+    %% dictionary, however many chunks it comes in.
+    case tracekit_core:file_dict(H, Bin) of
+        ok -> {ok, R};
+        _ -> error % malformed, or not numbered after the entries so far
     end;
-chunk(?EVENTS, Bin, #r{dict = D, ref = Ref} = R) ->
-    case tracekit_core:file_events(Bin, D, Ref) of
+chunk(?EVENTS, Bin, #r{h = H, ref = Ref} = R) ->
+    case tracekit_core:file_events(H, Bin, Ref) of
         {Events, 0} when is_list(Events) -> {ok, R#r{pending = Events}};
         _ -> error % a bad chunk, or records that do not decode
     end;
@@ -262,16 +263,6 @@ chunk(?END, _Bin, R) ->
 chunk(Type, _Bin, R) when is_integer(Type), Type > ?END ->
     {ok, R}; % a chunk type of a later version: readers step over it
 chunk(_, _, _) ->
-    error.
-
-entries(0, <<>>, Acc) ->
-    {ok, lists:reverse(Acc)};
-entries(N, <<Len:32/little, Ext:Len/binary, Rest/binary>>, Acc) when N > 0 ->
-    case safe_term(Ext) of
-        {ok, T} -> entries(N - 1, Rest, [T | Acc]);
-        error -> error
-    end;
-entries(_, _, _) ->
     error.
 
 safe_term(Bin) ->

@@ -9,12 +9,14 @@
 -export([all/0, init_per_testcase/2, end_per_testcase/2]).
 -export([wrap_set/1, killed_node/1, damaged_files/1, disk_fills/1,
          bad_paths_and_options/1, accounting_under_load/1, flush_and_stats/1,
-         several_files_merge/1, limits/1]).
+         several_files_merge/1, limits/1, wrap_set_reopened/1,
+         dictionary_chunks/1]).
 -export([write_until_killed/2, fill_disk/1]).
 
 all() ->
-    [flush_and_stats, wrap_set, several_files_merge, accounting_under_load,
-     killed_node, damaged_files, disk_fills, bad_paths_and_options, limits].
+    [flush_and_stats, wrap_set, wrap_set_reopened, several_files_merge,
+     dictionary_chunks, accounting_under_load, killed_node, damaged_files,
+     disk_fills, bad_paths_and_options, limits].
 
 init_per_testcase(_, Config) ->
     Config.
@@ -89,6 +91,153 @@ wrap_set(Config) ->
     Last = lists:nth((Files - 1) rem 4 + 1, Names),
     {ok, LastEvs} = tracekit_file:read(Last),
     ?assertEqual(5000, lists:last(numbers(LastEvs))).
+
+%% A wrap set opened again at the same base, with fewer files or for a
+%% shorter run: the files of the earlier set that the new one does not
+%% reuse were read with it, their events merged into the new trace. The
+%% new set now starts alone; a file of a set's name that is not a trace
+%% file is left where it is.
+wrap_set_reopened(Config) ->
+    Base = path(Config, "rewrap"),
+    Names = fun() -> lists:sort(filelib:wildcard(Base ++ ".*")) end,
+    Name = fun(I) -> Base ++ "." ++ integer_to_list(I) end,
+    Run = fun(Wrap, N) ->
+                  {ok, F} = tracekit_file:new(#{path => Base, wrap => Wrap}),
+                  S = traced_sends({tracekit_file, F}, N),
+                  trace:session_destroy(S),
+                  ok = tracekit_file:close(F),
+                  #{written := W, dropped := 0} = tracekit_file:stats(F),
+                  ?assertEqual(N + 1, W)
+          end,
+    Run({16384, 4}, 5000),
+    ?assertEqual([Name(I) || I <- lists:seq(0, 3)], Names()),
+    %% Two files now, the run long enough to use both.
+    Run({16384, 2}, 1000),
+    ?assertEqual([Name(0), Name(1)], Names()),
+    {ok, Evs} = tracekit_file:read(Base),
+    Ns = numbers(Evs),
+    ?assert(Ns =/= []),
+    ?assertEqual(lists:seq(1000 - length(Ns) + 1, 1000), Ns),
+    %% The same count again, a run that fills one file only.
+    Run({16384, 4}, 5000),
+    ok = file:write_file(Name(7), <<"not a trace">>),
+    Run({16384, 4}, 10),
+    ?assertEqual([Name(0), Name(7)], Names()),
+    ok = file:delete(Name(7)),
+    {ok, Evs2} = tracekit_file:read(Base),
+    ?assertEqual(lists:seq(1, 10), numbers(Evs2)).
+
+%% A file of many dictionary chunks (a trace of short-lived processes has
+%% one before most events chunks) is read in time linear in its entries:
+%% each chunk's entries were appended to a tuple of all before, so that
+%% reading cost the square of the entries. Files of N and 4N entries, in
+%% chunks of 50, take about 4 times the time and the reductions (the
+%% quadratic reader took 17 and 8 times). Each is read three times and
+%% the best ratios are taken, with generous bounds: a loaded machine slows
+%% both files alike.
+dictionary_chunks(Config) ->
+    Small = path(Config, "dict1.tkt"),
+    Big = path(Config, "dict4.tkt"),
+    dict_file(Small, 500, 50),
+    dict_file(Big, 2000, 50),
+    %% Every event names its entry, whatever chunk it came in.
+    {ok, Evs} = tracekit_file:read(Small),
+    ?assertEqual([{trace, dict_pid(C * 50 + 49), send, C} || C <- lists:seq(0, 499)], Evs),
+    Reads = [{dict_read(Small), dict_read(Big)} || _ <- [1, 2, 3]],
+    ct:log("{{Events, Reductions, Microseconds}, ...}: ~p", [Reads]),
+    [?assertMatch({{500, _, _}, {2000, _, _}}, R) || R <- Reads],
+    Reds = lists:min([R4 / R1 || {{_, R1, _}, {_, R4, _}} <- Reads]),
+    Time = lists:min([T4 || {_, {_, _, T4}} <- Reads]) /
+        lists:min([T1 || {{_, _, T1}, _} <- Reads]),
+    ct:log("4 times the entries: ~.1f times the reductions, ~.1f times the time",
+           [Reds, Time]),
+    ?assert(Reds < 6),
+    ?assert(Time < 10),
+    %% What a reader's dictionary takes: the next numbers, whole entries.
+    {ok, H} = tracekit_core:file_open(list_to_binary(Small)),
+    Entry = term_to_binary(x),
+    Dict = fun(First, Es) -> <<First:32/little, (length(Es)):32/little,
+                               (<< <<(byte_size(E)):32/little, E/binary>> || E <- Es >>)/binary>>
+           end,
+    ?assertEqual(ok, tracekit_core:file_dict(H, Dict(0, [Entry]))),
+    ?assertEqual({error, bad_chunk}, tracekit_core:file_dict(H, Dict(0, [Entry]))),
+    ?assertEqual({error, bad_chunk}, tracekit_core:file_dict(H, Dict(2, [Entry]))),
+    Zip = term_to_binary(lists:duplicate(1000, x), [compressed]),
+    <<131, 80, _/binary>> = Zip,
+    ?assertEqual({error, bad_chunk}, % compressed, trailing bytes, not a term
+                 tracekit_core:file_dict(H, Dict(1, [Entry, Zip]))),
+    ?assertEqual({error, bad_chunk},
+                 tracekit_core:file_dict(H, Dict(1, [<<Entry/binary, 0>>]))),
+    ?assertEqual({error, bad_chunk}, tracekit_core:file_dict(H, Dict(1, [<<131, 255>>]))),
+    ?assertEqual({error, bad_chunk}, tracekit_core:file_dict(H, <<1:32/little, 5:32/little>>)),
+    %% A bad chunk left nothing: entry 1 is still the next.
+    ?assertEqual(ok, tracekit_core:file_dict(H, Dict(1, [Entry, Entry]))),
+    Rec = <<0, 0, 14, 2:32/little, 13, 7:32/little>>,
+    Events = <<0:64, 0:64, 1:32/little, (byte_size(Rec)):32/little, 0:64, Rec/binary>>,
+    {[{_, 0, {trace, x, _, 7}}], 0} = tracekit_core:file_events(H, Events, {0, 0, 1000}),
+    ?assertError(badarg, tracekit_core:file_dict(Events, H)),
+    ?assertError(badarg, tracekit_core:file_events(Events, H, {0, 0, 1000})),
+    ok = tracekit_core:file_close(H),
+    ?assertEqual({error, closed}, tracekit_core:file_dict(H, Dict(3, [Entry]))),
+    {[], 1} = tracekit_core:file_events(H, Events, {0, 0, 1000}).
+
+dict_pid(I) ->
+    list_to_pid("<0." ++ integer_to_list(I) ++ ".0>").
+
+%% A crafted file (FORMAT.md): Chunks dictionary chunks of PerChunk local
+%% pids, each followed by an events chunk of one record, whose tracee is
+%% its chunk's last entry.
+dict_file(Path, Chunks, PerChunk) ->
+    Header = #{format => 1, node => node(), anchor => {0, 0}, stamp => monotonic,
+               stamp_hz => 1000000000, sequence => 0, wrap => none,
+               tags => [send], machine => <<"dictionary_chunks">>},
+    Crc = crc_table(),
+    Body = [begin
+                First = C * PerChunk,
+                Entries = << <<(byte_size(E)):32/little, E/binary>>
+                             || I <- lists:seq(First, First + PerChunk - 1),
+                                E <- [term_to_binary(dict_pid(I))] >>,
+                %% {trace, Entry, send, C}: the tag's index, DICT, INT32.
+                Rec = <<0, 0, 14, (First + PerChunk - 1):32/little, 13, C:32/little>>,
+                [chunk(2, <<First:32/little, PerChunk:32/little, Entries/binary>>, Crc),
+                 chunk(3, <<0:64, 0:64, 1:32/little, (byte_size(Rec)):32/little, C:64/little,
+                            Rec/binary>>, Crc)]
+            end || C <- lists:seq(0, Chunks - 1)],
+    ok = file:write_file(Path, [<<"TKTRACE1">>, chunk(1, term_to_binary(Header), Crc) | Body]).
+
+%% {Events, Reductions, Microseconds} of a fold over a file, in a process
+%% of its own (its reductions are the read's).
+dict_read(Path) ->
+    {Pid, Ref} =
+        spawn_monitor(
+          fun() ->
+                  {reductions, R0} = process_info(self(), reductions),
+                  T0 = erlang:monotonic_time(microsecond),
+                  {ok, N} = tracekit_file:fold(fun(_, A) -> A + 1 end, 0, Path),
+                  T1 = erlang:monotonic_time(microsecond),
+                  {reductions, R1} = process_info(self(), reductions),
+                  exit({read, N, R1 - R0, T1 - T0})
+          end),
+    receive {'DOWN', Ref, process, Pid, {read, N, R, T}} -> {N, R, T} end.
+
+chunk(Type, P, Crc) ->
+    H = <<Type, 0, 0:16, (byte_size(P)):32/little>>,
+    <<16#4B434B54:32/little, H/binary, (crc32c(<<H/binary, P/binary>>, Crc)):32/little,
+      P/binary>>.
+
+%% CRC-32C (Castagnoli), reflected (FORMAT.md).
+crc_table() ->
+    list_to_tuple([lists:foldl(fun(_, X) when X band 1 =:= 1 -> (X bsr 1) bxor 16#82F63B78;
+                                  (_, X) -> X bsr 1
+                               end, N, lists:seq(1, 8)) || N <- lists:seq(0, 255)]).
+
+crc32c(Bin, T) ->
+    bnot crc32c(Bin, T, 16#FFFFFFFF) band 16#FFFFFFFF.
+
+crc32c(<<B, R/binary>>, T, C) ->
+    crc32c(R, T, (C bsr 8) bxor element(((C bxor B) band 255) + 1, T));
+crc32c(<<>>, _, C) ->
+    C.
 
 %% Several files (of several nodes) are read merged in time order.
 several_files_merge(Config) ->

@@ -109,7 +109,8 @@ int tk_dec_event(ErlNifEnv *env, const tk_codec *c, const void *rec,
                  size_t len, ERL_NIF_TERM *out);
 
 /* The same for an event record in a trace file's form, whose dictionary
- * entries are dict[0 .. ndict). */
+ * entries are dict[0 .. ndict): terms of any environment, copied into env
+ * where the record uses them. */
 int tk_dec_file_event(ErlNifEnv *env, const tk_codec *c, const void *rec,
                       size_t len, const ERL_NIF_TERM *dict, size_t ndict,
                       ERL_NIF_TERM *out);

@@ -15,7 +15,9 @@ typedef struct {
     ErlNifEnv *env;
     const tk_codec *c;
     tk_rbuf r;
-    const ERL_NIF_TERM *dict; /* a trace file's dictionary, or NULL */
+    /* A trace file's dictionary, or NULL: terms of another environment
+     * (the reader's), copied into env where a record uses them. */
+    const ERL_NIF_TERM *dict;
     size_t ndict;
     /* A record of a trace file: it comes from outside this VM, so it may
      * hold no VM words (TK_T_IMM, TK_T_IMM32), which would be taken for
@@ -165,7 +167,7 @@ static int dec_value(dec *d, ERL_NIF_TERM *out)
         uint32_t i;
         if (!tk_get_u32(&d->r, &i) || d->dict == NULL || i >= d->ndict)
             return 0;
-        *out = d->dict[i];
+        *out = enif_make_copy(d->env, d->dict[i]);
         return 1;
     }
     case TK_T_INT:

@@ -12,14 +12,18 @@
  *   file_next(Reader) -> {Type, Payload, Offset} | eof | {corrupt, Offset}
  *   file_resync(Reader) -> {ok, Offset} | eof
  *   file_close(Reader) -> ok
- *   file_events(Payload, Dict, {RefStamp, RefSystem, Hz})
+ *   file_dict(Reader, Payload) -> ok | {error, bad_chunk | closed}
+ *   file_events(Reader, Payload, {RefStamp, RefSystem, Hz})
  *       -> {[{Time, Stamp, Event}], Undecodable}
  *
  * Trace files (FORMAT.md), chunk by chunk, for tracekit_file's readers:
- * the chunk framing and checks are tk_tfile's, the events chunk is decoded
- * here with the file's dictionary (a tuple of its entries); each record's
- * time (ns) is its stamp on the line of its machine's reference anchor and
- * rate (tk_stamp_time).
+ * the chunk framing and checks are tk_tfile's. The file's dictionary lives
+ * in the reader: file_dict appends a dictionary chunk's entries, so that
+ * a file of many dictionary chunks costs time linear in its entries (a
+ * dictionary rebuilt per chunk, or handed to every events chunk, would
+ * cost their product). An events chunk is decoded here with it; each
+ * record's time (ns) is its stamp on the line of its machine's reference
+ * anchor and rate (tk_stamp_time).
  */
 #include <erl_nif.h>
 #include <errno.h>
@@ -34,7 +38,7 @@
 
 #define NIF_ATOMS(X)                                                        \
     X(send) X(receive) X(print) X(true) X(false) X(enomem) X(ok) X(error)   \
-    X(eof) X(corrupt) X(not_a_trace) X(bad_chunk)
+    X(eof) X(corrupt) X(not_a_trace) X(bad_chunk) X(closed)
 
 typedef struct {
     ErlNifResourceType *reader_type;
@@ -42,12 +46,27 @@ typedef struct {
     NIF_ATOMS(TK_ATOM_FIELD)
 } nif_lib;
 
-/* A trace file open for reading; calls on one reader are serialised. */
+/* A trace file open for reading; calls on one reader are serialised. Its
+ * dictionary so far: entries 0 .. ndict-1, terms of denv (the reader's
+ * own environment, allocated with the first entry). */
 typedef struct {
     ErlNifMutex *lock;
     tk_tread r;
     bool open;
+    ErlNifEnv *denv;
+    ERL_NIF_TERM *dict;
+    size_t ndict, dcap;
 } reader;
+
+static void dict_free(reader *rd)
+{
+    if (rd->denv != NULL)
+        enif_free_env(rd->denv);
+    enif_free(rd->dict);
+    rd->denv = NULL;
+    rd->dict = NULL;
+    rd->ndict = rd->dcap = 0;
+}
 
 static void reader_dtor(ErlNifEnv *env, void *obj)
 {
@@ -55,6 +74,7 @@ static void reader_dtor(ErlNifEnv *env, void *obj)
     reader *rd = obj;
     if (rd->open)
         tk_tread_close(&rd->r);
+    dict_free(rd);
     if (rd->lock != NULL)
         enif_mutex_destroy(rd->lock);
 }
@@ -268,22 +288,103 @@ static ERL_NIF_TERM file_close_nif(ErlNifEnv *env, int argc,
     if (rd->open)
         tk_tread_close(&rd->r);
     rd->open = false;
+    dict_free(rd);
     enif_mutex_unlock(rd->lock);
     return lib->am_ok;
 }
 
-/* file_events(Payload, Dict, {RefStamp, RefSystem, Hz}) */
+/* Room for one more dictionary entry. 0, or -1 when out of memory. */
+static int dict_reserve(reader *rd)
+{
+    if (rd->ndict < rd->dcap)
+        return 0;
+    size_t cap = rd->dcap ? 2 * rd->dcap : 256;
+    ERL_NIF_TERM *d = enif_realloc(rd->dict, cap * sizeof *d);
+    if (d == NULL)
+        return -1;
+    rd->dict = d;
+    rd->dcap = cap;
+    return 0;
+}
+
+/* A dictionary entry: one term in the external term format, whole. A
+ * compressed one is refused: the writer never compresses, and a few bytes
+ * of it could declare a term of gigabytes. */
+static int dict_entry(ErlNifEnv *env, const unsigned char *ext, size_t len,
+                      ERL_NIF_TERM *out)
+{
+    return len >= 2 && ext[0] == 131 && ext[1] != 80 &&
+           enif_binary_to_term(env, ext, len, out, 0) == len;
+}
+
+/* Appends a dictionary chunk's entries, all or none. Under the lock. */
+static ERL_NIF_TERM dict_append(ErlNifEnv *env, const nif_lib *lib, reader *rd,
+                                const ErlNifBinary *bin)
+{
+    tk_dict_iter it;
+    if (!rd->open)
+        return error2(env, lib, lib->am_closed);
+    /* The chunk's numbers must follow the entries so far (FORMAT.md). */
+    if (tk_dict_begin(&it, bin->data, bin->size) != 0 || it.first != rd->ndict)
+        return error2(env, lib, lib->am_bad_chunk);
+    if (rd->denv == NULL && (rd->denv = enif_alloc_env()) == NULL)
+        return enif_raise_exception(env, lib->am_enomem);
+    /* Decoded into the caller's environment first, kept in the reader only
+     * when every entry decodes: a bad chunk leaves nothing behind. */
+    size_t n0 = rd->ndict;
+    const unsigned char *ext;
+    size_t len;
+    int rc;
+    while ((rc = tk_dict_next(&it, &ext, &len)) == 1) {
+        ERL_NIF_TERM t;
+        /* Beyond 2^32 entries, no record could name the next one. */
+        if (rd->ndict > UINT32_MAX || !dict_entry(env, ext, len, &t)) {
+            rc = -1;
+            break;
+        }
+        if (dict_reserve(rd) != 0) {
+            rd->ndict = n0;
+            return enif_raise_exception(env, lib->am_enomem);
+        }
+        rd->dict[rd->ndict++] = t;
+    }
+    if (rc != 0) {
+        rd->ndict = n0;
+        return error2(env, lib, lib->am_bad_chunk);
+    }
+    for (size_t i = n0; i < rd->ndict; i++)
+        rd->dict[i] = enif_make_copy(rd->denv, rd->dict[i]);
+    return lib->am_ok;
+}
+
+/* file_dict(Reader, Payload) */
+static ERL_NIF_TERM file_dict_nif(ErlNifEnv *env, int argc,
+                                  const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    const nif_lib *lib = enif_priv_data(env);
+    reader *rd = get_reader(lib, env, argv[0]);
+    ErlNifBinary bin;
+    if (rd == NULL || !enif_inspect_binary(env, argv[1], &bin))
+        return enif_make_badarg(env);
+    enif_mutex_lock(rd->lock);
+    ERL_NIF_TERM ret = dict_append(env, lib, rd, &bin);
+    enif_mutex_unlock(rd->lock);
+    return ret;
+}
+
+/* file_events(Reader, Payload, {RefStamp, RefSystem, Hz}) */
 static ERL_NIF_TERM file_events_nif(ErlNifEnv *env, int argc,
                                     const ERL_NIF_TERM argv[])
 {
     (void)argc;
     const nif_lib *lib = enif_priv_data(env);
+    reader *rd = get_reader(lib, env, argv[0]);
     ErlNifBinary bin;
-    const ERL_NIF_TERM *dict, *ref;
-    int ndict, three;
+    const ERL_NIF_TERM *ref;
+    int three;
     ErlNifUInt64 rs, rsys, hz;
-    if (!enif_inspect_binary(env, argv[0], &bin) ||
-        !enif_get_tuple(env, argv[1], &ndict, &dict) ||
+    if (rd == NULL || !enif_inspect_binary(env, argv[1], &bin) ||
         !enif_get_tuple(env, argv[2], &three, &ref) || three != 3 ||
         !enif_get_uint64(env, ref[0], &rs) || !enif_get_uint64(env, ref[1], &rsys) ||
         !enif_get_uint64(env, ref[2], &hz))
@@ -291,6 +392,8 @@ static ERL_NIF_TERM file_events_nif(ErlNifEnv *env, int argc,
     tk_events_iter it;
     if (tk_events_begin(&it, bin.data, bin.size) != 0)
         return error2(env, lib, lib->am_bad_chunk);
+    /* The dictionary cannot change while the chunk is decoded. */
+    enif_mutex_lock(rd->lock);
     tk_anchor anchor = {rs, rsys};
     ERL_NIF_TERM list = enif_make_list(env, 0), ev;
     uint64_t stamp, bad = 0;
@@ -298,7 +401,7 @@ static ERL_NIF_TERM file_events_nif(ErlNifEnv *env, int argc,
     size_t len;
     int rc;
     while ((rc = tk_events_next(&it, &stamp, &rec, &len)) == 1) {
-        if (!tk_dec_file_event(env, &lib->codec, rec, len, dict, (size_t)ndict, &ev)) {
+        if (!tk_dec_file_event(env, &lib->codec, rec, len, rd->dict, rd->ndict, &ev)) {
             bad++;
             continue;
         }
@@ -308,6 +411,7 @@ static ERL_NIF_TERM file_events_nif(ErlNifEnv *env, int argc,
                              enif_make_uint64(env, stamp), ev),
             list);
     }
+    enif_mutex_unlock(rd->lock);
     if (rc != 0)
         return error2(env, lib, lib->am_bad_chunk);
     ERL_NIF_TERM events;
@@ -321,6 +425,7 @@ static ErlNifFunc funcs[] = {
     {"file_next", 1, file_next_nif, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"file_resync", 1, file_resync_nif, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"file_close", 1, file_close_nif, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"file_dict", 2, file_dict_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"file_events", 3, file_events_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
 };
 

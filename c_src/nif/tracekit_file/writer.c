@@ -7,11 +7,15 @@
  * or has waited long enough. It alone touches the file and the writer
  * state; flush and close ask it through the lock and wait for it.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "file.h"
 #include "tk_clock.h"
@@ -385,6 +389,60 @@ static void *writer_main(void *arg)
 
 /* ---- the callers' side ------------------------------------------------------------ */
 
+/* A trace file (FORMAT.md's magic) at dir/name: a regular file. Opened
+ * non-blocking, so that a FIFO of that name keeps nobody waiting. */
+static bool is_trace_file(int dir, const char *name)
+{
+    int fd = openat(dir, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    char magic[TK_TFILE_MAGIC_LEN];
+    bool yes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+               read(fd, magic, sizeof magic) == (ssize_t)sizeof magic &&
+               memcmp(magic, TK_TFILE_MAGIC, sizeof magic) == 0;
+    close(fd);
+    return yes;
+}
+
+/* A wrap set opened at a base where an earlier set left files: its files
+ * other than Base.0 (just truncated) are removed, so that a reader of the
+ * base, which takes every Base.N (tracekit_file_reader, tracekit-cat),
+ * finds the new set alone, and an earlier set of more files leaves none
+ * behind. (Nothing in a header names its set; a reader could only guess
+ * from clocks which files belong together.) Only trace files go: a file
+ * of that name that is not one was not written by a tracer. Done once, on
+ * opening: the files of the new set are created after. */
+static void remove_earlier_set(const tk_tfile *tf)
+{
+    const char *slash = strrchr(tf->base, '/');
+    const char *name = slash != NULL ? slash + 1 : tf->base;
+    char dir[4096]; /* the base fits: Base.0 was opened */
+    size_t dlen = slash == NULL ? 0 : slash == tf->base ? 1 : (size_t)(slash - tf->base);
+    if (dlen >= sizeof dir)
+        return;
+    memcpy(dir, slash == NULL ? "." : tf->base, slash == NULL ? 1 : dlen);
+    dir[slash == NULL ? 1 : dlen] = 0;
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    size_t nlen = strlen(name);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        /* The readers' rule: Base.N for any digits N. */
+        if (strncmp(e->d_name, name, nlen) != 0 || e->d_name[nlen] != '.')
+            continue;
+        const char *n = e->d_name + nlen + 1;
+        if (*n == 0 || n[strspn(n, "0123456789")] != 0 || strcmp(n, "0") == 0)
+            continue;
+        /* A file that cannot be removed stays (and is read with the set):
+         * the set itself can still be written. */
+        if (is_trace_file(dirfd(d), e->d_name))
+            (void)unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+}
+
 int file_writer_start(file_lib *lib, file_core *f)
 {
     (void)lib;
@@ -399,6 +457,8 @@ int file_writer_start(file_lib *lib, file_core *f)
         tk_limit_init(&w->limit, f->max_events, f->rate_n,
                       (uint64_t)f->rate_ms * (tk_clock_hz() / 1000)) != 0)
         return -1;
+    if (w->tf.file_bytes > 0)
+        remove_earlier_set(&w->tf);
     new_dictionary(w);
     tk_events_start(&w->events);
     w->last_write_ns = now_ns(CLOCK_MONOTONIC);
