@@ -109,6 +109,9 @@ typedef struct {
 typedef struct {
     tnode *v;
     size_t len, cap;
+    /* The node that wrote the file (NUL-terminated), or NULL: its own
+     * references are held to what it can make (etf.c). */
+    const char *home;
 } tree;
 
 /* Parses one term of the external format (after the version byte) at

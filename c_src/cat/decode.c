@@ -61,6 +61,7 @@ static int ext(dec *d)
     /* binary_to_term must take all of it, and nothing more */
     size_t at = 1;
     d->scratch.len = 0;
+    d->scratch.home = d->r->node;
     if (etf_parse(&d->scratch, d->in.p, n, &at) < 0 || at != n)
         return -1;
     int rc = raw(d->x, d->in.p + 1, n - 1);

@@ -312,37 +312,56 @@ static long parse(ps *p, size_t *at, uint32_t slot, unsigned depth)
         n.type = T_PORT;
         break;
     case 'Z': /* NEWER_REFERENCE_EXT */
-    case 'r': /* NEW_REFERENCE_EXT */
+    case 'r': { /* NEW_REFERENCE_EXT */
         if (!need(p, i, 3))
             return -1;
         count = be16(p->b + i + 1);
         i += 3;
-        if (count == 0 || count > 5 || !skip_atom(p, &i) ||
+        tnode node;
+        if (count == 0 || count > 5 || !atom_at(p, &i, &node) ||
             !need(p, i, (tag == 'Z' ? 4 : 1) + 4 * count))
             return -1;
-        i += (tag == 'Z' ? 4 : 1) + 4 * count;
+        i += tag == 'Z' ? 4 : 1;
+        /* A VM makes the first number of a reference in 18 bits; the old
+         * format may hold no other, and binary_to_term/1 in the node that
+         * made a NEWER one refuses another too. A reader outside the VM
+         * takes the file's own node for that node. */
+        if (be32(p->b + i) >= 1u << 18 &&
+            (tag == 'r' || (p->t->home != NULL && strlen(p->t->home) == node.n &&
+                            memcmp(p->t->home, node.u.p, node.n) == 0)))
+            return -1;
+        i += 4 * count;
         n.type = T_REF;
         break;
+    }
     case 'e': /* REFERENCE_EXT */
         i++;
-        if (!skip_atom(p, &i) || !need(p, i, 5))
+        if (!skip_atom(p, &i) || !need(p, i, 5) || be32(p->b + i) >= 1u << 18)
             return -1;
         i += 5;
         n.type = T_REF;
         break;
-    case 'p': { /* NEW_FUN_EXT: Size covers the whole fun */
-        if (!need(p, i, 5))
+    case 'p': { /* NEW_FUN_EXT */
+        /* Size:32, Arity, Uniq:16/binary, Index:32, NumFree:32, Module,
+         * OldIndex, OldUniq, Pid, NumFree terms. binary_to_term/1 skips
+         * Size and takes the fields as they come, so that a wrong Size is
+         * no error: the fun ends where its fields do. */
+        if (!need(p, i, 1 + 4 + 1 + 16 + 4 + 4))
             return -1;
-        uint32_t size = be32(p->b + i + 1);
-        if (size < 4 + 1 + 16 + 4 + 4 || !need(p, i + 1, size))
-            return -1;
-        /* module, old index, old uniq must be there for printing */
-        size_t j = i + 1 + 4 + 1 + 16 + 4 + 4;
+        uint32_t nfree = be32(p->b + i + 1 + 4 + 1 + 16 + 4);
+        i += 1 + 4 + 1 + 16 + 4 + 4;
         int64_t ignored;
-        if (!skip_atom(p, &j) || !small_int_at(p, &j, &ignored) ||
-            !small_int_at(p, &j, &ignored) || j > i + 1 + size)
+        if (!skip_atom(p, &i) || !small_int_at(p, &i, &ignored) ||
+            !small_int_at(p, &i, &ignored))
             return -1;
-        i += 1 + size;
+        /* The pid and the free variables are parsed into nodes of their
+         * own that nothing points at (a fun prints without them). */
+        uint32_t scratch = new_nodes(p->t, 1);
+        if (parse(p, &i, scratch, depth + 1) < 0 || p->t->v[scratch].type != T_PID)
+            return -1;
+        for (uint32_t k = 0; k < nfree; k++)
+            if (parse(p, &i, scratch, depth + 1) < 0)
+                return -1;
         n.type = T_FUN;
         break;
     }

@@ -129,14 +129,56 @@ static int fail_with(const cat_failure *f)
     return f->status;
 }
 
+/* The output file (or standard output): its descriptor, or -1. */
+static int open_output(const cat_args *a)
+{
+    int fd = 1;
+    if (a->output != NULL) {
+        fd = open(a->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            cat_error("%s: %s", a->output, strerror(errno));
+            return -1;
+        }
+    }
+    out_open(fd);
+    return fd;
+}
+
+/* An export that could read nothing still writes its whole (empty)
+ * document, as tracekit_export does, then fails with the reading's
+ * status. */
+static int fail_export(sink *s, int fd, const cat_failure *f)
+{
+    int status = fail_with(f);
+    s->finish(s);
+    out_flush();
+    if (fd != 1)
+        close(fd);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     cat_args a;
     if (!args_parse(argc, argv, &a))
         return CAT_USAGE;
     if (a.format == FMT_HTML) {
-        cat_error("--format html: not yet (write the report with tracekit_report in Erlang)");
+        cat_error("--format html is not written by tracekit-cat: write the report with "
+                  "tracekit_report:write/2 in Erlang, which reads the same files");
         return CAT_USAGE;
+    }
+
+    /* The exports' output is there before the files are read (see
+     * fail_export); the text and dbg formats' only once they can be. */
+    bool export = a.format == FMT_JSONL || a.format == FMT_CHROME || a.format == FMT_FOLDED;
+    text_opts to = {a.depth, a.line_length, a.local_node};
+    int fd = -1;
+    sink *s = NULL;
+    if (export) {
+        if ((fd = open_output(&a)) < 0)
+            return CAT_OUTPUT;
+        if ((s = export_sink(a.format, &to)) == NULL)
+            return CAT_USAGE;
     }
 
     char **files = NULL;
@@ -144,39 +186,20 @@ int main(int argc, char **argv)
     cat_failure f = {0};
     for (size_t k = 0; k < a.nsources; k++)
         if (!source_files(a.sources[k], &files, &nfiles, &cap, &f))
-            return fail_with(&f);
+            return s ? fail_export(s, fd, &f) : fail_with(&f);
     reader *rs = xmalloc(nfiles * sizeof *rs);
     if (!readers_open(rs, nfiles, files, &f))
-        return fail_with(&f);
+        return s ? fail_export(s, fd, &f) : fail_with(&f);
 
-    text_opts to = {a.depth, a.line_length, a.local_node};
     if (to.local_node == NULL)
         for (size_t k = 0; k < nfiles && to.local_node == NULL; k++)
             to.local_node = rs[k].node;
 
-    int fd = 1;
-    if (a.output != NULL) {
-        fd = open(a.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0) {
-            cat_error("%s: %s", a.output, strerror(errno));
+    if (!export) {
+        if ((fd = open_output(&a)) < 0)
             return CAT_OUTPUT;
-        }
+        s = a.format == FMT_DBG ? dbg_sink() : text_sink(&to);
     }
-    out_open(fd);
-    sink *s;
-    switch (a.format) {
-    case FMT_DBG:
-        s = dbg_sink();
-        break;
-    case FMT_TEXT:
-        s = text_sink(&to);
-        break;
-    default:
-        s = export_sink(a.format, &to);
-        break;
-    }
-    if (s == NULL)
-        return CAT_USAGE;
 
     bool filtered = a.npids || a.ntags || a.nnodes || a.has_since || a.has_until;
     bool need_tree = s->needs_tree || a.npids || a.ntags;

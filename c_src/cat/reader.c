@@ -230,7 +230,7 @@ static bool dict_chunk(reader *r, const unsigned char *p, size_t len)
     int rc;
     if (tk_dict_begin(&it, p, len) != 0 || it.first != r->ndict)
         return false;
-    tree t = {0};
+    tree t = {.home = r->node};
     while ((rc = tk_dict_next(&it, &e, &n)) == 1) {
         size_t at = 1;
         t.len = 0;

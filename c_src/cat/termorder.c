@@ -96,7 +96,9 @@ static double big_double(const tnode *n)
 
 #define TWO63 9223372036854775808.0
 
-/* An integer against a float, by value; equal ones: the integer first. */
+/* An integer against a float, by value. Equal ones are equal: map keys
+ * 1 and 1.0 keep the order the file has them in, as lists:sort/1 (a
+ * stable sort) keeps maps:keys/1's (EXPORTS.md 5). */
 static int int_float_cmp(const tnode *i, double f)
 {
     if (i->type == T_BIG) {
@@ -107,7 +109,7 @@ static int int_float_cmp(const tnode *i, double f)
         if (fabs(f) < TWO63)
             return neg ? -1 : 1;
         double v = big_double(i);
-        return v < f ? -1 : v > f ? 1 : -1;
+        return v < f ? -1 : v > f ? 1 : 0;
     }
     int64_t v = i->u.i;
     if (f >= TWO63)
@@ -120,7 +122,7 @@ static int int_float_cmp(const tnode *i, double f)
         return -1;
     if (v > fi)
         return 1;
-    return -1; /* v == floor(f) <= f; equal values: the integer first */
+    return fl < f ? -1 : 0; /* v == floor(f) */
 }
 
 static int num_cmp(const tnode *a, const tnode *b)
