@@ -133,8 +133,8 @@ wrap_set_reopened(Config) ->
 %% reading cost the square of the entries. Files of N and 4N entries, in
 %% chunks of 50, take about 4 times the time and the reductions (the
 %% quadratic reader took 17 and 8 times). Each is read three times and
-%% the best ratios are taken, with generous bounds: a loaded machine slows
-%% both files alike.
+%% the best ratio of reductions is held to a generous bound; the times are
+%% logged only (a shared machine makes them noisy).
 dictionary_chunks(Config) ->
     Small = path(Config, "dict1.tkt"),
     Big = path(Config, "dict4.tkt"),
@@ -152,7 +152,6 @@ dictionary_chunks(Config) ->
     ct:log("4 times the entries: ~.1f times the reductions, ~.1f times the time",
            [Reds, Time]),
     ?assert(Reds < 6),
-    ?assert(Time < 10),
     %% What a reader's dictionary takes: the next numbers, whole entries.
     {ok, H} = tracekit_core:file_open(list_to_binary(Small)),
     Entry = term_to_binary(x),
