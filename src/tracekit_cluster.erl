@@ -168,7 +168,7 @@ node_opts(N, Opts) ->
     O1 = O#{io => io_here(maps:get(io, Opts, standard_io))},
     case Opts of
         #{file := Dir} when N =:= node() ->
-            O1#{file => true, node_file => {filename:join(Dir, file_name(N)), kept}};
+            O1#{file => true, node_file => {in_dir(Dir, N), kept}};
         #{file := _} ->
             O1#{file => true, node_file => {temp, "tracekit-" ++ unique() ++ "-" ++ file_name(N)}};
         _ ->
@@ -182,6 +182,14 @@ io_here(Io) ->
     end.
 
 file_name(N) -> atom_to_list(N) ++ ".tkt".
+
+%% Node N's file in Dir. Dir may be a binary, or a deep list of
+%% characters, atoms and binaries (as tracekit takes it), which
+%% filename:join/2 does not take.
+in_dir(Dir, N) when is_binary(Dir) ->
+    filename:join(Dir, file_name(N));
+in_dir(Dir, N) ->
+    filename:join(unicode:characters_to_list(filename:flatten(Dir)), file_name(N)).
 
 unique() -> integer_to_list(erlang:unique_integer([positive])).
 
@@ -421,7 +429,7 @@ file_stats(#cluster{nodes = Ns}) ->
 -spec fetch(cluster(), file:name_all()) -> {[file:filename_all()], [{node(), term()}]}.
 fetch(#cluster{nodes = Ns}, Dir) ->
     lists:foldl(fun(#node{name = Name, state = closed} = N, {Ok, Bad}) ->
-                        Path = filename:join(Dir, file_name(Name)),
+                        Path = in_dir(Dir, Name),
                         case fetch_one(N, Path) of
                             ok -> {[Path | Ok], Bad};
                             {error, Why} -> {Ok, [{Name, Why} | Bad]}

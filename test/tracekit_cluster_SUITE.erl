@@ -14,7 +14,7 @@
 -export([merged_order/1, lines_show_their_node/1, request_reply_across_nodes/1,
          limit_is_exact_across_nodes/1, node_killed/1, node_disconnected/1,
          caller_killed/1, origin_node_stopped/1, node_without_tracekit/1,
-         bad_nodes/1, files_fetched/1]).
+         bad_nodes/1, files_fetched/1, files_in_deep_dir/1]).
 %% Called on the nodes.
 -export([tick/1, ticker/2, server/0, start_trace/2]).
 
@@ -24,7 +24,8 @@ suite() ->
 all() ->
     [merged_order, lines_show_their_node, request_reply_across_nodes,
      limit_is_exact_across_nodes, node_killed, node_disconnected, caller_killed,
-     origin_node_stopped, node_without_tracekit, bad_nodes, files_fetched].
+     origin_node_stopped, node_without_tracekit, bad_nodes, files_fetched,
+     files_in_deep_dir].
 
 init_per_suite(Config) ->
     case node() of
@@ -399,6 +400,29 @@ files_fetched(Config) ->
         %% Nothing is left in the peers' temporary directories.
         [?assertEqual([], erpc:call(N, filelib, wildcard, ["/tmp/tracekit-*" ++ atom_to_list(N) ++ ".tkt"]))
          || N <- Nodes]
+    after
+        stop_peers(Peers)
+    end.
+
+%% The directory as a deep file name (characters, a binary, an atom), as
+%% the option of a trace of one node takes it: the files are written and
+%% fetched there.
+files_in_deep_dir(Config) ->
+    Priv = ?config(priv_dir, Config),
+    Dir = filename:join(Priv, "deep_dir"),
+    ok = filelib:ensure_path(Dir),
+    Deep = [Priv, [$/, <<"deep">>], '_dir'],
+    Peers = peers(1),
+    Nodes = [node() | [N || {_, N} <- Peers]],
+    try
+        {T, Tickers} = ticks_everywhere(Nodes, 10, #{file => Deep}),
+        wait_dead(Tickers),
+        timer:sleep(200),
+        {ok, #{shown := 20, files := Files}} = tracekit:stop(T),
+        ?assertEqual(lists:sort([filename:join(Dir, atom_to_list(N) ++ ".tkt") || N <- Nodes]),
+                     lists:sort(Files)),
+        {ok, Events} = tracekit_file:read(Files),
+        ?assertEqual(20, length(Events))
     after
         stop_peers(Peers)
     end.
