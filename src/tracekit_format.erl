@@ -659,6 +659,8 @@ reason(caller_down) -> "stopped: the process that started the trace exited";
 reason(nodes_down) -> "stopped: every node traced went down";
 reason({io_timeout, Ms}) ->
     io_lib:format("stopped: the io device did not print a line within ~w ms", [Ms]);
+reason({format_timeout, Ms}) ->
+    io_lib:format("stopped: the format fun did not return a line within ~w ms", [Ms]);
 reason(R) -> io_lib:format("stopped: ~0tP", [R, 20]).
 
 %% @doc A message as a diagram labels it, in at most `Max' characters:

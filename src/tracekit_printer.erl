@@ -10,18 +10,21 @@
 %% references.
 -module(tracekit_printer).
 
--export([new/2, line/4, put_chars/3, names/1, add_names/2, colour/1]).
+-export([new/2, line/4, put_chars/3, names/1, add_names/2, colour/1, processes/1]).
 
 -type names() :: #{pid() => atom()}.
 -opaque state() :: #{names := names(),
                      records := tracekit_records:cache() | false,
                      refs := tracekit_format:ref_table() | false,
                      colour := boolean(),
-                     stacks := pos_integer()}.
+                     stacks := pos_integer(),
+                     formatter := pid() | undefined}.
 -export_type([names/0, state/0]).
 
 %% How long an io device may take to say whether it is a terminal.
 -define(GETOPTS_MS, 1000).
+%% How long the user's format fun may take for a line.
+-define(FORMAT_MS, 5000).
 
 %% @doc The state of a new trace's printer, from tracekit's options
 %% (`records', `short_refs', `colour', `stack_depth', `io'; all
@@ -29,6 +32,9 @@
 %% starts. With `records => false' no records are read; `records =>
 %% [Module]' reads those modules too (loading them). `colour => auto'
 %% (the default) asks the io device whether it writes to a terminal.
+%% With `format', the fun runs in a process of its own (see {@link
+%% processes/1}), so that a fun that does not return cannot hold the
+%% trace.
 -spec new(map(), [module()]) -> state().
 new(Opts, Modules) ->
     Records = case maps:get(records, Opts, false) of
@@ -48,12 +54,57 @@ new(Opts, Modules) ->
                           false -> false
                       end,
               colour => colour(Opts),
-              stacks => maps:get(stack_depth, Opts, 8)},
+              stacks => maps:get(stack_depth, Opts, 8),
+              formatter => case Opts of
+                               #{format := Fun} when is_function(Fun, 1) -> formatter(Fun);
+                               #{} -> undefined
+                           end},
     %% The code that prints a line is loaded now, so that the code
     %% server's work for the first line is not traced.
     _ = line({trace_ts, self(), call, {?MODULE, new, [{x, make_ref()}]}, {caller, {?MODULE, new, 2}},
               os:timestamp()}, undefined, maps:with([depth, line_length], Opts), State),
     State.
+
+%% @doc The processes of the printer (the one that runs the format fun),
+%% to be left untraced.
+-spec processes(state()) -> [pid()].
+processes(#{formatter := F}) when is_pid(F) -> [F];
+processes(#{}) -> [].
+
+%% A process that runs Fun for each event it is sent, as long as the
+%% process that made it lives.
+formatter(Fun) ->
+    Owner = self(),
+    spawn(fun() ->
+                  Mon = monitor(process, Owner),
+                  formatter_loop(Fun, Owner, Mon)
+          end).
+
+formatter_loop(Fun, Owner, Mon) ->
+    receive
+        {format, Ref, E} ->
+            Owner ! {Ref, line(Fun, E)},
+            formatter_loop(Fun, Owner, Mon);
+        {'DOWN', Mon, process, Owner, _} ->
+            ok
+    end.
+
+%% The line of the format fun, or timeout (the fun's process is then
+%% ended).
+format_line(Formatter, E) ->
+    Mon = monitor(process, Formatter),
+    Formatter ! {format, Mon, E},
+    receive
+        {Mon, Line} ->
+            demonitor(Mon, [flush]),
+            Line;
+        {'DOWN', Mon, process, Formatter, Why} ->
+            format_failed(E, io_lib:format("its process exited: ~0tP", [Why, 10]))
+    after ?FORMAT_MS ->
+            demonitor(Mon, [flush]),
+            exit(Formatter, kill),
+            timeout
+    end.
 
 %% @doc The names known so far.
 -spec names(state()) -> names().
@@ -105,10 +156,21 @@ terminal(Io) ->
 %% @doc The line of event `E' of `Node' (`undefined': a trace of one
 %% node, no node shown), and the state after it. A format fun that
 %% fails, or returns what is not text, gives a line that says so: the
-%% trace goes on.
--spec line(tuple(), node() | undefined, map(), state()) -> {unicode:chardata(), state()}.
-line(E, Node, #{format := Fun}, State) when is_function(Fun, 1) ->
-    {[node_prefix(Node), line(Fun, E)], State};
+%% trace goes on. A format fun that does not return within 5 seconds
+%% gives `timeout' (its process is ended, and no line is formatted with
+%% it again).
+-spec line(tuple(), node() | undefined, map(), state()) ->
+          {unicode:chardata() | timeout, state()}.
+line(E, Node, #{format := Fun}, #{formatter := F} = State) when is_function(Fun, 1) ->
+    case F of
+        undefined ->
+            {timeout, State};
+        _ ->
+            case format_line(F, E) of
+                timeout -> {timeout, State#{formatter := undefined}};
+                Line -> {[node_prefix(Node), Line], State}
+            end
+    end;
 line(E, Node, Opts, #{names := Names0, records := Records0, refs := Refs0} = State) ->
     Names = learn_names(E, Names0),
     FOpts0 = (maps:with([depth, line_length], Opts))#{names => Names,

@@ -23,7 +23,9 @@
         #{kind := calls | messages | procs,
           procs := all | new | existing | [pid() | atom()],
           calls => [{tracekit_spec:call(), [tracekit_spec:mfa_pattern()]}],
-          text := unicode:chardata()}.
+          text := unicode:chardata(),
+          %% Processes of this node (the printer's) never traced.
+          exclude => [pid()]}.
 -type summary() :: #{reason := term(), shown := non_neg_integer(),
                      dropped := non_neg_integer(), events => [tuple()],
                      file => file:name_all(), files => [file:filename_all()],
@@ -39,6 +41,8 @@
 %% the trace: it must not hold the trace, or whoever waits for it, for
 %% ever.
 -define(PRINT_MS, 5000).
+%% How long the user's format fun may take for a line (tracekit_printer).
+-define(FORMAT_MS, 5000).
 %% How long the nodes of a cluster trace may take to hand over their last
 %% events once tracing stops.
 -define(CLOSE_MS, 10000).
@@ -109,7 +113,7 @@ init(Caller, Ref, Req, Opts0) ->
     %% The printer reads the records it knows of and loads the code that
     %% prints a line before tracing starts, so that neither is traced.
     Printer = printer(Req, Opts),
-    case start_tracing(Req, Opts) of
+    case start_tracing(Req#{exclude => tracekit_printer:processes(Printer)}, Opts) of
         {ok, Session, Sink} ->
             Deadline = case Time of
                            infinity -> infinity;
@@ -141,7 +145,7 @@ init(Caller, Ref, Req, Opts0) ->
 printer(Req, #{print := true} = Opts) when not is_map_key(file, Opts) ->
     tracekit_printer:new(Opts, lists:usort([M || {#{module := M}, _} <- maps:get(calls, Req, [])]));
 printer(_Req, Opts) ->
-    tracekit_printer:new((maps:without([records, short_refs], Opts))#{colour => false}, []).
+    tracekit_printer:new((maps:without([records, short_refs, format], Opts))#{colour => false}, []).
 
 start_tracing(Req, #{nodes := Nodes} = Opts) ->
     case tracekit_cluster:start(Nodes, Req, Opts) of
@@ -422,8 +426,31 @@ hidden(_, _) ->
 show(E, _Node, #st{opts = #{print := false}, collected = C} = St) ->
     St#st{collected = [E | C]};
 show(E, Node, #st{opts = Opts, printer = P} = St) ->
-    {Line, P1} = tracekit_printer:line(E, Node, Opts, P),
-    print(St#st{printer = P1}, Line).
+    St1 = case tracekit_printer:line(E, Node, Opts, P) of
+              {timeout, P1} ->
+                  St2 = print(St#st{printer = P1},
+                              io_lib:format("tracekit: the format fun did not return a "
+                                            "line within ~w ms", [?FORMAT_MS])),
+                  St2#st{open = false,
+                         reason = first_reason(St2#st.reason, {format_timeout, ?FORMAT_MS})};
+              {Line, P1} ->
+                  print(St#st{printer = P1}, Line)
+          end,
+    %% Slow lines (a slow format fun or io device) do not hold the trace
+    %% past its time limit.
+    case St1#st.deadline of
+        D when D =/= infinity, St1#st.open ->
+            case erlang:monotonic_time(millisecond) >= D of
+                true -> St1#st{open = false,
+                               reason = {max_time, maps:get(max_time, St1#st.opts)}};
+                false -> St1
+            end;
+        _ ->
+            St1
+    end.
+
+first_reason(undefined, Why) -> Why;
+first_reason(Reason, _) -> Reason.
 
 %% Prints a line, unless the trace collects or its io device stopped
 %% answering (then the trace ends).

@@ -38,7 +38,7 @@ session(S, #{kind := Kind, procs := Procs} = Req, Opts, Exclude) ->
                 ok;
             All ->
                 _ = trace:process(S, All, true, Flags),
-                Local = [P || P <- Exclude, node(P) =:= node()],
+                Local = [P || P <- Exclude ++ maps:get(exclude, Req, []), node(P) =:= node()],
                 lists:foreach(fun(P) -> untrace(S, P) end,
                               lists:usort(Local ++ printing_path(Opts)))
         end

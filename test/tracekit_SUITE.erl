@@ -20,7 +20,8 @@
          match_spec_flag_actions/1, stop_and_wait_only_traces/1,
          cut_arguments_are_printed/1, printing_path_is_not_traced/1,
          bad_input_gives_clear_errors/1, io_device_that_does_not_answer/1,
-         failing_format_fun/1,
+         failing_format_fun/1, format_fun_that_hangs/1, slow_format_fun_and_max_time/1,
+         format_fun_is_not_traced/1,
          file_holds_what_print_shows/1, file_limits/1, file_drop_accounting/1,
          file_bad_paths/1,
          caller_and_stack/1, records_of_the_modules_traced/1,
@@ -55,7 +56,8 @@ all() ->
      match_spec_flag_actions, stop_and_wait_only_traces,
      cut_arguments_are_printed, printing_path_is_not_traced,
      bad_input_gives_clear_errors, io_device_that_does_not_answer,
-     failing_format_fun,
+     failing_format_fun, format_fun_that_hangs, slow_format_fun_and_max_time,
+     format_fun_is_not_traced,
      file_holds_what_print_shows, file_limits, file_drop_accounting,
      file_bad_paths,
      caller_and_stack, records_of_the_modules_traced,
@@ -695,6 +697,47 @@ failing_format_fun(Config) ->
                   "tracekit: 3 events shown, 0 dropped; stopped by tracekit:stop"], Lines),
     ?assert(contains(lists:nth(2, Lines), "error:boom")),
     ?assert(contains(lists:nth(3, Lines), "it returned {not_text}, which is not text")).
+
+%% A format fun that never returns ends the trace (with a line that says
+%% so) 5 seconds later: the limits, stop and cleanup still work.
+format_fun_that_hangs(Config) ->
+    Io = ?config(io, Config),
+    Fun = fun(_) -> receive after infinity -> ok end end,
+    {ok, T} = tracekit:calls("tracekit_SUITE:double/1",
+                             opts(Config, #{format => Fun, max_time => 1000})),
+    double(1),
+    ?assertMatch({ok, #{reason := {format_timeout, 5000}, shown := 1}}, tracekit:wait(T, 10000)),
+    Lines = tk_capture:lines(Io),
+    ct:log("~ts", [lists:join("\n", Lines)]),
+    ?assertMatch([_, "tracekit: the format fun did not return a line within 5000 ms",
+                  "tracekit: 1 event shown, 0 dropped; stopped: the format fun did not "
+                  "return a line within 5000 ms"], Lines),
+    assert_clean(Config, {?MODULE, double, 1}).
+
+%% Lines that take long to make do not hold the trace past max_time.
+slow_format_fun_and_max_time(Config) ->
+    Fun = fun(_) -> timer:sleep(200), "slow" end,
+    {ok, T} = tracekit:calls("tracekit_SUITE:double/1",
+                             opts(Config, #{format => Fun, max_time => 300})),
+    T0 = erlang:monotonic_time(millisecond),
+    [double(I) || I <- lists:seq(1, 20)],
+    {ok, #{reason := Reason, shown := Shown}} = tracekit:wait(T, 10000),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    ct:log("~p, ~p shown in ~p ms", [Reason, Shown, Ms]),
+    ?assertEqual({max_time, 300}, Reason),
+    ?assert(Shown < 5),
+    ?assert(Ms < 2000),
+    assert_clean(Config, {?MODULE, double, 1}).
+
+%% The process that runs the format fun is not traced: tracing every
+%% process's messages does not feed on the lines.
+format_fun_is_not_traced(Config) ->
+    Fun = fun(E) -> io_lib:format("~0P", [E, 5]) end,
+    {ok, T} = tracekit:messages(all, opts(Config, #{format => Fun, max_time => 500,
+                                                    max_events => infinity})),
+    {ok, #{shown := Shown}} = tracekit:wait(T, 5000),
+    ct:log("~p events", [Shown]),
+    ?assert(Shown < 50).
 
 %%% To a file ----------------------------------------------------------------
 
