@@ -707,7 +707,12 @@ static void write_string(pp *p, const tnode *l, uint32_t n)
     sb_ch(&p->text, '"');
 }
 
-/* printable_bin0/printable_bin for the list output: 0 false, 1 {true,
+#ifndef TK_OTP_RELEASE
+#error "TK_OTP_RELEASE: the OTP release whose io_lib_pretty the text follows"
+#endif
+
+/* printable_bin0/printable_bin for the list output (io_lib_pretty of the
+ * OTP built against, TK_OTP_RELEASE): 0 false, 1 {true,
  * All}, 2 {false, All} (utf8), 3 {true, true, Prefix}, 4 {false, true,
  * Prefix}; *chars and *bytes say what to print. */
 static int printable_bin(const tnode *b, int d, int t, bool uni, size_t *bytes)
@@ -723,12 +728,32 @@ static int printable_bin(const tnode *b, int d, int t, bool uni, size_t *bytes)
     if (len == 0)
         return 0;
     const unsigned char *s = b->u.p;
+#if TK_OTP_RELEASE < 28
+    /* OTP 27: the first len characters must all be UTF-8, or the binary
+     * is looked at as latin1; past them nothing is decoded. */
+    if (uni) {
+        size_t at = 0;
+        for (int64_t i = len; i > 0 && at < size; i--) {
+            uint32_t c;
+            size_t k = utf8_next(s + at, size - at, &c);
+            if (k == 0) {
+                uni = false;
+                break;
+            }
+            at += k;
+        }
+    }
+#endif
     if (uni) {
         int64_t i = len;
         size_t at = 0;
         bool not_utf8 = false;
         for (;;) {
             uint32_t c;
+#if TK_OTP_RELEASE < 28
+            if (i <= 0 && at < size)
+                break;
+#endif
             size_t k = utf8_next(s + at, size - at, &c);
             if (at == size)
                 break;
