@@ -23,7 +23,7 @@ init_per_suite(Config) ->
     {ok, _} = file:copy(filename:join(?config(data_dir, Config),
                                       "tracekit_cth_nodes_sample_SUITE.erl.src"),
                         Sample ++ ".erl"),
-    LogDir = filename:join(Priv, "sample_logs"),
+    LogDir = filename:join(Priv, "cth_nodes_sample_logs"), % priv_dir is the run's
     ok = filelib:ensure_path(LogDir),
     Ebin = filename:dirname(code:which(tracekit)),
     {ok, Peer, _} = peer:start_link(#{connection => standard_io, args => ["-pa", Ebin]}),
