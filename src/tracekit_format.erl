@@ -90,6 +90,9 @@ event(Event, Opts0) ->
 %% process trace event has none).
 -spec events([term()], opts()) -> [{term(), unicode:chardata()}].
 events(Events, Opts0) when is_list(Events) ->
+    try length(Events)
+    catch error:badarg -> erlang:error(badarg, [Events, Opts0])
+    end,
     Opts = opts(Opts0, [Events, Opts0]),
     Merged = case Opts of
                  #{merge_seq := true} -> pair_seq(Events);
@@ -367,7 +370,7 @@ refs(R, {B, Rs}) when is_reference(R) -> {B - 1, [R | Rs]};
 refs(T, {B, Rs}) when is_tuple(T), tuple_size(T) < B -> refs_list(tuple_to_list(T), {B - 1, Rs});
 refs(M, {B, Rs}) when is_map(M), 2 * map_size(M) < B ->
     refs_list(lists:append([[K, V] || K := V <- M]), {B - 1, Rs});
-refs([H | T], Acc0) -> refs_list([H | T], Acc0);
+refs([H | T], {B, Rs}) -> refs_list([H | T], {B - 1, Rs});
 refs(_, {B, Rs}) -> {B - 1, Rs}.
 
 refs_list(_, {0, _} = Acc) -> Acc;
@@ -387,17 +390,22 @@ place_refs(T, Refs) ->
 
 place(T, _Refs, {0, _} = Acc) ->
     {T, Acc};
-place(R, Refs, {B, Placed} = Acc) when is_reference(R) ->
-    case Refs of
-        #{R := Tag} ->
-            case lists:keyfind(Tag, 2, Placed) of
-                {Atom, _} -> {Atom, {B - 1, Placed}};
-                false when length(Placed) < ?REF_SLOTS ->
+place(R, Refs, {B, Placed}) when is_reference(R) ->
+    Tag = maps:get(R, Refs, none),
+    case lists:keyfind(Tag, 2, Placed) of
+        {Atom, _} ->
+            {Atom, {B - 1, Placed}};
+        false when length(Placed) < ?REF_SLOTS, Tag =/= none ->
+            %% A tag that is not text (refs given by hand) leaves the
+            %% reference whole.
+            case io_lib:char_list(Tag) of
+                true ->
                     Atom = placeholder(length(Placed) + 1),
                     {Atom, {B - 1, [{Atom, Tag} | Placed]}};
-                false -> {R, Acc}
+                false ->
+                    {R, {B - 1, Placed}}
             end;
-        #{} ->
+        false ->
             {R, {B - 1, Placed}}
     end;
 place(T, Refs, {B, Placed}) when is_tuple(T), tuple_size(T) < B ->
@@ -410,8 +418,8 @@ place(M, Refs, {B, Placed}) when is_map(M), 2 * map_size(M) < B ->
                                         {{K1, V1}, A2}
                                 end, {B - 1, Placed}, maps:to_list(M)),
     {maps:from_list(KVs), Acc};
-place([_ | _] = L, Refs, Acc) ->
-    place_list(L, Refs, Acc);
+place([_ | _] = L, Refs, {B, Placed}) ->
+    place_list(L, Refs, {B - 1, Placed});
 place(A, _Refs, {B, Placed}) when is_atom(A) ->
     case atom_to_binary(A) of
         <<"$tracekit_ref_", _/binary>> -> throw(placeholder_in_term);
@@ -626,6 +634,8 @@ cut(Line, Max) ->
 %% dropped, and why the trace stopped.
 -spec summary(#{reason := atom() | {atom(), term()}, shown := non_neg_integer(),
                 dropped := non_neg_integer(), _ => _}) -> unicode:chardata().
+summary(#{nodes := Nodes} = Summary) when not is_map(Nodes) ->
+    erlang:error(badarg, [Summary]);
 summary(#{nodes := Nodes} = Summary) ->
     Verb = case Summary of #{file := _} -> "written"; _ -> "shown" end,
     [summary(maps:remove(nodes, Summary)) |

@@ -123,8 +123,13 @@ modules(#{mods := Mods}) ->
 print_fun(Defs) ->
     fun(Name, N) ->
             case Defs of
-                #{{Name, N} := Fields} -> Fields;
-                #{} -> no
+                #{{Name, N} := Fields} when is_list(Fields), length(Fields) =:= N ->
+                    case lists:all(fun is_atom/1, Fields) of
+                        true -> Fields;
+                        false -> no
+                    end;
+                #{} ->
+                    no
             end
     end.
 

@@ -423,3 +423,45 @@ large_terms_with_refs_test_() ->
                 {Us, _} = timer:tc(fun() -> tracekit_format:tag_refs({Big, BigTuple}, T) end),
                 ?assert(Us < 200000)
             end)].
+
+%% A deeply nested list (a left-nested iolist, say) is looked into for
+%% references only as far as the budget, as a long list or a large tuple
+%% is: a reference that lies deeper gets no tag (and keeps its whole
+%% form where it is printed).
+deep_list_with_refs_test_() ->
+    R = list_to_ref("#Ref<0.1.2.3>"),
+    Deep = lists:foldl(fun(_, A) -> [A] end, [R], lists:seq(1, 1000000)),
+    Shallow = lists:foldl(fun(_, A) -> [A] end, [R], lists:seq(1, 100)),
+    Tags = fun(T) -> tracekit_format:ref_tags(tracekit_format:tag_refs(T, tracekit_format:new_ref_table())) end,
+    Tagged = Tags(R),
+    [?_assertEqual(#{}, Tags(Deep)),
+     ?_assertEqual(Tagged, Tags(Shallow)),
+     ?_assertEqual("<0.1.0> << {#Ref<..3>,[[...]]}",
+                   line({trace, p("<0.1.0>"), 'receive', {R, Deep}}, #{refs => Tagged, depth => 4})),
+     ?_assertEqual(["<0.1.0> << [[[#Ref<..3>]]]", "<0.1.0> << [[[[...]]]]"],
+                   [lists:flatten(L) || {_, L} <- tracekit_format:events(
+                                                    [{trace, p("<0.1.0>"), 'receive', [[[R]]]},
+                                                     {trace, p("<0.1.0>"), 'receive', Deep}],
+                                                    #{short_refs => true, depth => 4})])].
+
+%% Options made by hand that are not what tracekit makes: a record
+%% definition that is not a list of as many field names, a reference tag
+%% that is not text. The tuple and the reference print as they are.
+hand_made_options_test_() ->
+    A = p("<0.1.0>"),
+    R = list_to_ref("#Ref<0.1.2.3>"),
+    [?_assertEqual("<0.1.0> << {a,1}", line({trace, A, 'receive', {a, 1}}, #{records => #{{a, 1} => x}})),
+     ?_assertEqual("<0.1.0> << {a,1}", line({trace, A, 'receive', {a, 1}}, #{records => #{{a, 1} => [1]}})),
+     ?_assertEqual("<0.1.0> << {a,1}", line({trace, A, 'receive', {a, 1}}, #{records => #{{a, 1} => [x, y]}})),
+     ?_assertEqual("<0.1.0> << #a{x = 1}", line({trace, A, 'receive', {a, 1}}, #{records => #{{a, 1} => [x]}})),
+     ?_assertEqual("<0.1.0> << #Ref<0.1.2.3>", line({trace, A, 'receive', R}, #{refs => #{R => 123}})),
+     ?_assertEqual("<0.1.0> << #Ref<0.1.2.3>", line({trace, A, 'receive', R}, #{refs => #{R => [a]}})),
+     ?_assertEqual("<0.1.0> << x", line({trace, A, 'receive', x}, #{refs => #{R => [a]}}))].
+
+%% Input that is not what the functions take: badarg, not a crash
+%% inside.
+bad_input_is_badarg_test_() ->
+    [?_assertError(badarg, tracekit_format:events([{trace, p("<0.1.0>"), 'receive', x} | y], #{})),
+     ?_assertError(badarg, tracekit_format:events([x | y], #{merge_seq => true})),
+     ?_assertError(badarg, tracekit_format:summary(#{reason => stopped, shown => 1, dropped => 0,
+                                                     nodes => x}))].
