@@ -189,7 +189,7 @@ procs_trace(Kind, Processes, Opts) ->
 stop() ->
     {monitored_by, Ms} = erlang:process_info(self(), monitored_by),
     Self = self(),
-    Mine = [P || P <- Ms, is_pid(P),
+    Mine = [P || P <- Ms, is_pid(P), node(P) =:= node(),
                  erlang:process_info(P, {dictionary, '$tracekit'})
                      =:= {{dictionary, '$tracekit'}, Self}],
     lists:foreach(fun(P) -> _ = stop(P) end, Mine).

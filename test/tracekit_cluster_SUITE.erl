@@ -14,7 +14,8 @@
 -export([merged_order/1, lines_show_their_node/1, request_reply_across_nodes/1,
          limit_is_exact_across_nodes/1, node_killed/1, node_disconnected/1,
          caller_killed/1, origin_node_stopped/1, node_without_tracekit/1,
-         bad_nodes/1, files_fetched/1, files_in_deep_dir/1]).
+         bad_nodes/1, files_fetched/1, files_in_deep_dir/1,
+         stop_when_monitored_from_another_node/1]).
 %% Called on the nodes.
 -export([tick/1, ticker/2, server/0, start_trace/2]).
 
@@ -25,7 +26,7 @@ all() ->
     [merged_order, lines_show_their_node, request_reply_across_nodes,
      limit_is_exact_across_nodes, node_killed, node_disconnected, caller_killed,
      origin_node_stopped, node_without_tracekit, bad_nodes, files_fetched,
-     files_in_deep_dir].
+     files_in_deep_dir, stop_when_monitored_from_another_node].
 
 init_per_suite(Config) ->
     case node() of
@@ -425,6 +426,27 @@ files_in_deep_dir(Config) ->
                      lists:sort(Files)),
         {ok, Events} = tracekit_file:read(Files),
         ?assertEqual(20, length(Events))
+    after
+        stop_peers(Peers)
+    end.
+
+%% tracekit:stop/0 looks for the caller's traces among the processes
+%% that monitor it: one of another node is not one of them.
+stop_when_monitored_from_another_node(Config) ->
+    [{_, Node}] = Peers = peers(1),
+    try
+        Self = self(),
+        Watcher = erpc:call(Node, erlang, spawn,
+                            [fun() -> _ = monitor(process, Self), receive after infinity -> ok end end]),
+        tk_collector:eventually(fun() ->
+                                        {monitored_by, Ms} = process_info(self(), monitored_by),
+                                        lists:member(Watcher, Ms)
+                                end),
+        {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                                 #{nodes => [node(), Node], io => ?config(io, Config)}),
+        ?assertEqual(ok, tracekit:stop()),
+        ?assertEqual({error, not_running}, tracekit:stop(T)),
+        [?assertEqual([], tracekit_sessions(N)) || N <- [node(), Node]]
     after
         stop_peers(Peers)
     end.
