@@ -59,6 +59,7 @@ start(Runner, Req, Opts) ->
     end.
 
 init(Starter, Ref, Runner, Req, Opts) ->
+    tracekit_setup:mark_own([]),
     Mon = monitor(process, Runner),
     case open_sink(Opts) of
         {ok, Sink} ->

@@ -113,6 +113,7 @@ init(Caller, Ref, Req, Opts0) ->
     %% The printer reads the records it knows of and loads the code that
     %% prints a line before tracing starts, so that neither is traced.
     Printer = printer(Req, Opts),
+    tracekit_setup:mark_own(tracekit_printer:processes(Printer)),
     case start_tracing(Req#{exclude => tracekit_printer:processes(Printer)}, Opts) of
         {ok, Session, Sink} ->
             Deadline = case Time of

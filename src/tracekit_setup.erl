@@ -6,7 +6,11 @@
 %% cluster trace.
 -module(tracekit_setup).
 
--export([session/4, io_pid/1]).
+-export([session/4, io_pid/1, mark_own/1]).
+
+%% The name of the tables that mark tracekit's own processes (not named
+%% tables: each process has one).
+-define(OWN, tracekit_own).
 
 %% @doc Sets the flags of `Req' in session `S' on this node. `Exclude':
 %% more processes to leave untraced by `all' and `existing' (the process
@@ -37,15 +41,43 @@ session(S, #{kind := Kind, procs := Procs} = Req, Opts, Exclude) ->
                 _ = trace:process(S, new, true, Flags),
                 ok;
             All ->
-                _ = trace:process(S, All, true, Flags),
+                %% Found before tracing starts: looking into other
+                %% processes gets messages.
                 Local = [P || P <- Exclude ++ maps:get(exclude, Req, []), node(P) =:= node()],
-                lists:foreach(fun(P) -> untrace(S, P) end,
-                              lists:usort(Local ++ printing_path(Opts)))
+                Untraced = lists:usort(Local ++ printing_path(Opts) ++ others()),
+                _ = trace:process(S, All, true, Flags),
+                lists:foreach(fun(P) -> untrace(S, P) end, Untraced)
         end
     catch
         throw:{dead, P} ->
             {error, {bad_process, P, "the process is not alive"}}
     end.
+
+%% @doc Marks the calling process as one of tracekit's own (a trace's
+%% process, an agent), with `More' (the printer's processes): the traces
+%% of all or existing processes that start later leave them untraced, so
+%% that two traces do not trace each other's printing, each line of one
+%% making an event of the other. The marks are in a table of the calling
+%% process (found with ets:all/0: looking into other processes would
+%% send them signals and get messages, which a trace would see).
+-spec mark_own([pid()]) -> ok.
+mark_own(More) ->
+    Tab = case get('$tracekit_own') of
+              undefined ->
+                  T = ets:new(?OWN, [public, {read_concurrency, true}]),
+                  _ = put('$tracekit_own', T),
+                  T;
+              T ->
+                  T
+          end,
+    true = ets:insert(Tab, [{P} || P <- [self() | More]]),
+    ok.
+
+%% The processes of this node that tracekit marked as its own.
+others() ->
+    lists:append([try ets:select(T, [{{'$1'}, [], ['$1']}])
+                  catch error:badarg -> []              % deleted meanwhile
+                  end || T <- ets:all(), ets:info(T, name) =:= ?OWN]).
 
 untrace(S, P) ->
     try trace:process(S, P, false, [all])

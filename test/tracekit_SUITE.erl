@@ -21,7 +21,7 @@
          cut_arguments_are_printed/1, printing_path_is_not_traced/1,
          bad_input_gives_clear_errors/1, io_device_that_does_not_answer/1,
          failing_format_fun/1, format_fun_that_hangs/1, slow_format_fun_and_max_time/1,
-         format_fun_is_not_traced/1,
+         format_fun_is_not_traced/1, two_traces_of_all_messages/1,
          file_holds_what_print_shows/1, file_limits/1, file_drop_accounting/1,
          file_bad_paths/1,
          caller_and_stack/1, records_of_the_modules_traced/1,
@@ -57,7 +57,7 @@ all() ->
      cut_arguments_are_printed, printing_path_is_not_traced,
      bad_input_gives_clear_errors, io_device_that_does_not_answer,
      failing_format_fun, format_fun_that_hangs, slow_format_fun_and_max_time,
-     format_fun_is_not_traced,
+     format_fun_is_not_traced, two_traces_of_all_messages,
      file_holds_what_print_shows, file_limits, file_drop_accounting,
      file_bad_paths,
      caller_and_stack, records_of_the_modules_traced,
@@ -738,6 +738,22 @@ format_fun_is_not_traced(Config) ->
     {ok, #{shown := Shown}} = tracekit:wait(T, 5000),
     ct:log("~p events", [Shown]),
     ?assert(Shown < 50).
+
+%% Two traces of every process's messages at once: the second leaves the
+%% first's processes untraced, so their lines do not feed each other
+%% (each line of one an event of the other, without end).
+two_traces_of_all_messages(Config) ->
+    Opts = opts(Config, #{max_time => 1000, max_events => infinity}),
+    {ok, T1} = tracekit:messages(all, Opts#{format => fun(E) -> io_lib:format("~0P", [E, 5]) end}),
+    {ok, T2} = tracekit:messages(all, Opts),
+    {ok, #{shown := Shown1}} = tracekit:wait(T1, 5000),
+    Shown2 = case tracekit:wait(T2, 5000) of
+                 {ok, #{shown := S2}} -> S2;
+                 {error, not_running} -> 0   % ended while waiting for T1
+             end,
+    ct:log("~p and ~p events", [Shown1, Shown2]),
+    ?assert(Shown1 < 200),
+    assert_clean(Config, {?MODULE, double, 1}).
 
 %%% To a file ----------------------------------------------------------------
 
