@@ -25,6 +25,8 @@
 -define(GETOPTS_MS, 1000).
 %% How long the user's format fun may take for a line.
 -define(FORMAT_MS, 5000).
+%% The most modules whose records a trace reads.
+-define(RECORD_MODULES, 200).
 
 %% @doc The state of a new trace's printer, from tracekit's options
 %% (`records', `short_refs', `colour', `stack_depth', `io'; all
@@ -41,9 +43,11 @@ new(Opts, Modules) ->
                   false ->
                       false;
                   More ->
+                      %% tracekit_records reads no more modules than
+                      %% that into a cache: the others are not loaded.
                       Extra = case More of
                                   true -> [];
-                                  L when is_list(L) -> L
+                                  L when is_list(L) -> lists:sublist(lists:usort(L), ?RECORD_MODULES)
                               end,
                       _ = [code:ensure_loaded(M) || M <- [beam_lib | Extra]],
                       tracekit_records:new(lists:usort(Modules ++ Extra))

@@ -21,7 +21,7 @@
          cut_arguments_are_printed/1, printing_path_is_not_traced/1,
          bad_input_gives_clear_errors/1, io_device_that_does_not_answer/1,
          failing_format_fun/1, format_fun_that_hangs/1, slow_format_fun_and_max_time/1,
-         format_fun_is_not_traced/1, two_traces_of_all_messages/1,
+         format_fun_is_not_traced/1, two_traces_of_all_messages/1, many_record_modules/1,
          file_holds_what_print_shows/1, file_limits/1, file_drop_accounting/1,
          file_bad_paths/1,
          caller_and_stack/1, records_of_the_modules_traced/1,
@@ -57,7 +57,7 @@ all() ->
      cut_arguments_are_printed, printing_path_is_not_traced,
      bad_input_gives_clear_errors, io_device_that_does_not_answer,
      failing_format_fun, format_fun_that_hangs, slow_format_fun_and_max_time,
-     format_fun_is_not_traced, two_traces_of_all_messages,
+     format_fun_is_not_traced, two_traces_of_all_messages, many_record_modules,
      file_holds_what_print_shows, file_limits, file_drop_accounting,
      file_bad_paths,
      caller_and_stack, records_of_the_modules_traced,
@@ -1020,6 +1020,19 @@ new_options_are_checked(Config) ->
                  tracekit:calls("tracekit_SUITE:double/1 -> stak", opts(Config, #{}))),
     ?assertEqual([], tracekit_sessions()),
     ?assertEqual("", tk_capture:text(?config(io, Config))).
+
+%% records => a long list of modules (that do not exist): the trace
+%% starts at once (no more modules are looked for than are read).
+many_record_modules(Config) ->
+    Mods = [list_to_atom("tracekit_no_such_module_" ++ integer_to_list(I))
+            || I <- lists:seq(1, 30000)],
+    {Us, {ok, T}} = timer:tc(fun() ->
+                                     tracekit:calls("tracekit_SUITE:double/1",
+                                                    opts(Config, #{records => Mods ++ Mods}))
+                             end),
+    ct:log("started in ~p ms", [Us div 1000]),
+    {ok, _} = tracekit:stop(T),
+    ?assert(Us < 1000000).
 
 %% Maps in argument patterns and guards select calls on the VM.
 maps_in_patterns_select(Config) ->
