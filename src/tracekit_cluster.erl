@@ -86,7 +86,8 @@ check_all([N | Ns], Sink) ->
 check(N, Sink) when N =:= node() ->
     tracekit_agent:check(Sink);
 check(N, Sink) ->
-    case lists:member(N, nodes()) of
+    %% A hidden node (a remote shell's, say) is connected too.
+    case lists:member(N, nodes(connected)) of
         false ->
             {error, "not connected to this node (connect it first, for example "
                     "with net_adm:ping/1)"};

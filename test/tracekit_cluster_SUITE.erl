@@ -15,7 +15,7 @@
          limit_is_exact_across_nodes/1, node_killed/1, node_disconnected/1,
          caller_killed/1, origin_node_stopped/1, node_without_tracekit/1,
          bad_nodes/1, files_fetched/1, files_in_deep_dir/1,
-         stop_when_monitored_from_another_node/1]).
+         stop_when_monitored_from_another_node/1, hidden_node/1]).
 %% Called on the nodes.
 -export([tick/1, ticker/2, server/0, start_trace/2]).
 
@@ -26,7 +26,7 @@ all() ->
     [merged_order, lines_show_their_node, request_reply_across_nodes,
      limit_is_exact_across_nodes, node_killed, node_disconnected, caller_killed,
      origin_node_stopped, node_without_tracekit, bad_nodes, files_fetched,
-     files_in_deep_dir, stop_when_monitored_from_another_node].
+     files_in_deep_dir, stop_when_monitored_from_another_node, hidden_node].
 
 init_per_suite(Config) ->
     case node() of
@@ -449,6 +449,26 @@ stop_when_monitored_from_another_node(Config) ->
         [?assertEqual([], tracekit_sessions(N)) || N <- [node(), Node]]
     after
         stop_peers(Peers)
+    end.
+
+%% A hidden node that is connected can be named in nodes (all is this
+%% node and the visible ones).
+hidden_node(_Config) ->
+    Ebin = filename:dirname(code:which(tracekit)),
+    Suite = filename:dirname(code:which(?MODULE)),
+    {ok, P, Node} = peer:start_link(#{name => peer:random_name(?MODULE),
+                                      args => ["-hidden", "-pa", Ebin, "-pa", Suite]}),
+    try
+        ?assert(lists:member(Node, nodes(hidden))),
+        {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                                 #{nodes => [node(), Node], print => false}),
+        5 = erpc:call(Node, ?MODULE, tick, [5]),
+        timer:sleep(100),
+        {ok, #{events := [{trace_ts, _, call, {?MODULE, tick, [5]}, _}],
+               nodes := #{Node := #{shown := 1}}}} = tracekit:stop(T),
+        ?assertEqual([], tracekit_sessions(Node))
+    after
+        stop_peers([{P, Node}])
     end.
 
 wait_dead(Pids) ->
