@@ -315,12 +315,18 @@ t(T, #{depth := D, line_length := L} = O) ->
                            end,
             Pretty = [{depth, D}, {chars_limit, L}, {encoding, unicode},
                       {line_length, 0}, {column, 1}],
-            Text = io_lib_pretty:print(T1, case map_size(Defs) of
-                                               0 -> Pretty;
-                                               _ -> [{record_print_fun,
-                                                      tracekit_records:print_fun(Defs)} | Pretty]
-                                           end),
-            unplace(Text, Placed)
+            Print = fun(X) ->
+                            io_lib_pretty:print(X, case map_size(Defs) of
+                                                       0 -> Pretty;
+                                                       _ -> [{record_print_fun,
+                                                              tracekit_records:print_fun(Defs)}
+                                                             | Pretty]
+                                                   end)
+                    end,
+            case unplace(Print(T1), Placed) of
+                {ok, Text} -> Text;
+                text_like_a_placeholder -> Print(T)
+            end
     end.
 
 %%% Reference tags ------------------------------------------------------------
@@ -393,15 +399,15 @@ place(T, _Refs, {0, _} = Acc) ->
 place(R, Refs, {B, Placed}) when is_reference(R) ->
     Tag = maps:get(R, Refs, none),
     case lists:keyfind(Tag, 2, Placed) of
-        {Atom, _} ->
-            {Atom, {B - 1, Placed}};
+        {Atom, _, N} ->
+            {Atom, {B - 1, lists:keyreplace(Atom, 1, Placed, {Atom, Tag, N + 1})}};
         false when length(Placed) < ?REF_SLOTS, Tag =/= none ->
             %% A tag that is not text (refs given by hand) leaves the
             %% reference whole.
             case io_lib:char_list(Tag) of
                 true ->
                     Atom = placeholder(length(Placed) + 1),
-                    {Atom, {B - 1, [{Atom, Tag} | Placed]}};
+                    {Atom, {B - 1, [{Atom, Tag, 1} | Placed]}};
                 false ->
                     {R, {B - 1, Placed}}
             end;
@@ -442,12 +448,28 @@ place_list(Tail, Refs, Acc) ->
 placeholder(N) when N =< ?REF_SLOTS ->
     list_to_atom("$tracekit_ref_" ++ integer_to_list(N)).
 
+%% The text with each placeholder replaced by its tag; or
+%% text_like_a_placeholder when the text shows a placeholder more often
+%% than it was put in the term (a string or binary of the term that reads
+%% like one).
 unplace(Text, []) ->
-    Text;
+    {ok, Text};
 unplace(Text, Placed) ->
-    lists:foldl(fun({Atom, Tag}, S) ->
-                        string:replace(S, io_lib:format("~tw", [Atom]), Tag, all)
-                end, unicode:characters_to_list(Text), Placed).
+    S0 = unicode:characters_to_list(Text),
+    try lists:foldl(fun({Atom, Tag, N}, S) ->
+                            Parts = string:split(S, atom_text(Atom), all),
+                            case length(Parts) - 1 =< N of
+                                true -> lists:join(Tag, Parts);
+                                false -> throw(text_like_a_placeholder)
+                            end
+                    end, S0, Placed) of
+        S -> {ok, S}
+    catch
+        throw:text_like_a_placeholder -> text_like_a_placeholder
+    end.
+
+atom_text(Atom) ->
+    lists:flatten(io_lib:format("~tw", [Atom])).
 
 %%% Colour ----------------------------------------------------------------------
 

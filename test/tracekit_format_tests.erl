@@ -465,3 +465,18 @@ bad_input_is_badarg_test_() ->
      ?_assertError(badarg, tracekit_format:events([x | y], #{merge_seq => true})),
      ?_assertError(badarg, tracekit_format:summary(#{reason => stopped, shown => 1, dropped => 0,
                                                      nodes => x}))].
+
+%% A string or binary of the term that reads like a placeholder of a
+%% reference tag keeps its text (and the references print whole).
+text_like_a_placeholder_test_() ->
+    A = p("<0.1.0>"),
+    R = list_to_ref("#Ref<0.1.2.3>"),
+    O = #{refs => #{R => "#Ref<..3>"}},
+    [?_assertEqual("<0.1.0> << {#Ref<0.1.2.3>,\"'$tracekit_ref_1'\"}",
+                   line({trace, A, 'receive', {R, "'$tracekit_ref_1'"}}, O)),
+     ?_assertEqual("<0.1.0> << {#Ref<0.1.2.3>,<<\"'$tracekit_ref_1'\">>}",
+                   line({trace, A, 'receive', {R, <<"'$tracekit_ref_1'">>}}, O)),
+     ?_assertEqual("<0.1.0> << {#Ref<..3>,#Ref<..3>,\"'$tracekit_ref_2'\"}",
+                   line({trace, A, 'receive', {R, R, "'$tracekit_ref_2'"}}, O)),
+     ?_assertEqual("<0.1.0> << {#Ref<..3>,#Ref<..3>}",
+                   line({trace, A, 'receive', {R, R}}, O))].
