@@ -63,6 +63,7 @@ init(Starter, Ref, Runner, Req, Opts) ->
     Mon = monitor(process, Runner),
     case open_sink(Opts) of
         {ok, Sink} ->
+            ok = janitor(Sink),
             S = trace:session_create(tracekit, tracer(Sink), []),
             case tracekit_setup:session(S, Req, Opts, [self(), Runner]) of
                 ok ->
@@ -190,6 +191,22 @@ read({file, _, Path, _}, Offset, Size) ->
     end;
 read(_, _, _) ->
     eof.
+
+%% A file in the temporary directory is deleted however the agent ends
+%% (killed too) by a process that waits for that end; it is tracekit's
+%% own, so no trace of all processes sees it (its session is not made
+%% yet). The file is deleted without a message to the file server.
+janitor({file, _, Path, true}) ->
+    Agent = self(),
+    J = spawn(fun() ->
+                      Mon = monitor(process, Agent),
+                      receive
+                          {'DOWN', Mon, process, Agent, _} -> _ = prim_file:delete(Path)
+                      end
+              end),
+    tracekit_setup:mark_own([J]);
+janitor(_) ->
+    ok.
 
 %% A node's file in its temporary directory is deleted once fetched (or
 %% when the runner is gone); the calling node's own file is written where

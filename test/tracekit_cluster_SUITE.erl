@@ -15,7 +15,8 @@
          limit_is_exact_across_nodes/1, node_killed/1, node_disconnected/1,
          caller_killed/1, origin_node_stopped/1, node_without_tracekit/1,
          bad_nodes/1, files_fetched/1, files_in_deep_dir/1,
-         stop_when_monitored_from_another_node/1, hidden_node/1]).
+         stop_when_monitored_from_another_node/1, hidden_node/1,
+         agent_killed_leaves_no_file/1]).
 %% Called on the nodes.
 -export([tick/1, ticker/2, server/0, start_trace/2]).
 
@@ -26,7 +27,8 @@ all() ->
     [merged_order, lines_show_their_node, request_reply_across_nodes,
      limit_is_exact_across_nodes, node_killed, node_disconnected, caller_killed,
      origin_node_stopped, node_without_tracekit, bad_nodes, files_fetched,
-     files_in_deep_dir, stop_when_monitored_from_another_node, hidden_node].
+     files_in_deep_dir, stop_when_monitored_from_another_node, hidden_node,
+     agent_killed_leaves_no_file].
 
 init_per_suite(Config) ->
     case node() of
@@ -469,6 +471,30 @@ hidden_node(_Config) ->
         ?assertEqual([], tracekit_sessions(Node))
     after
         stop_peers([{P, Node}])
+    end.
+
+%% The agent of a node that writes a trace file is killed: its file in
+%% the node's temporary directory is deleted all the same, and the trace
+%% goes on with the other nodes.
+agent_killed_leaves_no_file(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "agent_killed"),
+    ok = filelib:ensure_path(Dir),
+    [{_, Node}] = Peers = peers(1),
+    Temp = fun() -> erpc:call(Node, filelib, wildcard,
+                              ["/tmp/tracekit-*" ++ atom_to_list(Node) ++ ".tkt"]) end,
+    try
+        {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                                 #{nodes => [node(), Node], file => Dir, io => ?config(io, Config)}),
+        ?assertMatch([_], Temp()),
+        [Agent] = [P || P <- erpc:call(Node, erlang, processes, []),
+                        {current_function, {tracekit_agent, loop, 1}}
+                            =:= erpc:call(Node, erlang, process_info, [P, current_function])],
+        erpc:call(Node, erlang, exit, [Agent, kill]),
+        tk_collector:eventually(fun() -> Temp() =:= [] end),
+        {ok, #{nodes := #{Node := #{state := {down, killed}}}}} = tracekit:stop(T),
+        ?assertEqual([], tracekit_sessions(Node))
+    after
+        stop_peers(Peers)
     end.
 
 wait_dead(Pids) ->
