@@ -235,7 +235,14 @@ parse_string(S, D) ->
     case erl_scan:string(S, {1, 1}) of
         {ok, [], _} ->
             {error, "the spec is empty"};
-        {ok, Tokens, End} ->
+        {ok, [{dot, _}], _} ->
+            {error, "the spec is empty"};
+        {ok, Tokens0, End} ->
+            %% A full stop at the end (as a shell command has) is left out.
+            Tokens = case lists:last(Tokens0) of
+                         {dot, _} -> lists:droplast(Tokens0);
+                         _ -> Tokens0
+                     end,
             parse_tokens(S, Tokens, End, D);
         {error, {{_, Col}, Mod, Err}, _} ->
             {error, io_lib:format("cannot read the spec at column ~w: ~ts",
@@ -570,6 +577,11 @@ map_field({map_field_exact, _, K, V}, Vars) ->
     Key = try erl_parse:normalise(K)
           catch _:_ -> not_pattern(K, "map keys must be literals")
           end,
+    case is_atom(Key) andalso lists:prefix("$", atom_to_list(Key)) orelse Key =:= '_' of
+        true -> not_pattern(K, "a map key cannot be '_' or an atom beginning with $ "
+                            "in a match spec");
+        false -> ok
+    end,
     {VP, Vars1} = pattern(V, Vars),
     {{Key, VP}, Vars1};
 map_field({map_field_assoc, _, _, _} = F, _) ->

@@ -463,3 +463,19 @@ start_peer() ->
 
 on_peer(Peer, MS) ->
     peer:call(Peer, tracekit_spec, parse, [{lists, seq, 2, MS}]).
+
+%% A full stop at the end, as a shell command has, is left out; map keys
+%% that a match spec takes for variables are refused with a reason.
+full_stop_and_odd_map_keys_test_() ->
+    [?_assertEqual(one("lists:seq/2"), (one("lists:seq/2."))#{text := "lists:seq/2"}),
+     ?_assertMatch(#{return := true}, one("lists:seq/2 -> return.")),
+     ?_assertMatch(#{match_spec := [{[1, '$1'], [{'>', '$1', 1}], []}]},
+                   one("lists:seq(1, X) when X > 1 .")),
+     ?_test(starts("the spec is empty", why("."))),
+     ?_test(starts("the spec ends too early", why("lists:seq(."))),
+     ?_test(starts("argument pattern '$1' is not supported: a map key cannot be",
+                   why("lists:seq(#{'$1' := 1}, _)"))),
+     ?_test(starts("argument pattern '_' is not supported: a map key cannot be",
+                   why("lists:seq(#{'_' := 1}, _)"))),
+     ?_assertMatch(#{match_spec := [{[#{'a$' := 1}, '_'], [], []}]},
+                   one("lists:seq(#{'a$' := 1}, _)"))].
