@@ -590,9 +590,12 @@ seq_view(Label, {'receive', Serial, From, To, Msg}) ->
 seq_view(_, _) ->
     none.
 
-%% Unpaired views by key, the earliest first, within the window.
-add_near(Key, Item, Map) ->
-    Map#{Key => maps:get(Key, Map, []) ++ [Item]}.
+%% Unpaired views by key, the earliest first, within the window: those
+%% that no later event can pair with any more are left out (the same
+%% message sent again and again keeps a short list).
+add_near(Key, {I, _} = Item, Map) ->
+    Near = [X || {J, _} = X <- maps:get(Key, Map, []), I - J < ?SEQ_WINDOW],
+    Map#{Key => Near ++ [Item]}.
 
 take_near(Key, I, Map) ->
     case [X || {J, _} = X <- maps:get(Key, Map, []), I - J =< ?SEQ_WINDOW] of

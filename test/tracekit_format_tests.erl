@@ -480,3 +480,16 @@ text_like_a_placeholder_test_() ->
                    line({trace, A, 'receive', {R, R, "'$tracekit_ref_2'"}}, O)),
      ?_assertEqual("<0.1.0> << {#Ref<..3>,#Ref<..3>}",
                    line({trace, A, 'receive', {R, R}}, O))].
+
+%% merge_seq over many sends of one message (none paired): about the cost
+%% of the lines without it, not growing with the square of their number.
+merge_seq_many_same_messages_test_() ->
+    {timeout, 120,
+     fun() ->
+             A = p("<0.1.0>"),
+             Es = lists:duplicate(60000, {trace, A, send, tick, A}),
+             {Plain, L1} = timer:tc(fun() -> tracekit_format:events(Es, #{}) end),
+             {Merged, L2} = timer:tc(fun() -> tracekit_format:events(Es, #{merge_seq => true}) end),
+             ?assertEqual(L1, L2),
+             ?assert(Merged < 4 * Plain + 500000)
+     end}.
