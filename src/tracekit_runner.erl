@@ -429,25 +429,40 @@ show(E, _Node, #st{opts = #{print := false}, collected = C} = St) ->
 show(E, Node, #st{opts = Opts, printer = P} = St) ->
     St1 = case tracekit_printer:line(E, Node, Opts, P) of
               {timeout, P1} ->
-                  St2 = print(St#st{printer = P1},
+                  StT = print(St#st{printer = P1},
                               io_lib:format("tracekit: the format fun did not return a "
                                             "line within ~w ms", [?FORMAT_MS])),
-                  St2#st{open = false,
-                         reason = first_reason(St2#st.reason, {format_timeout, ?FORMAT_MS})};
+                  StT#st{open = false,
+                         reason = first_reason(StT#st.reason, {format_timeout, ?FORMAT_MS})};
               {Line, P1} ->
                   print(St#st{printer = P1}, Line)
           end,
     %% Slow lines (a slow format fun or io device) do not hold the trace
-    %% past its time limit.
-    case St1#st.deadline of
-        D when D =/= infinity, St1#st.open ->
-            case erlang:monotonic_time(millisecond) >= D of
-                true -> St1#st{open = false,
-                               reason = {max_time, maps:get(max_time, St1#st.opts)}};
-                false -> St1
+    %% past its time limit, nor keep a stop or the caller's exit waiting
+    %% for the rest of a batch.
+    St2 = case St1#st.deadline of
+              D when D =/= infinity, St1#st.open ->
+                  case erlang:monotonic_time(millisecond) >= D of
+                      true -> St1#st{open = false,
+                                     reason = {max_time, maps:get(max_time, St1#st.opts)}};
+                      false -> St1
+                  end;
+              _ ->
+                  St1
+          end,
+    CM = St2#st.caller_mon,
+    case St2#st.open of
+        true ->
+            receive
+                {stop, From} ->
+                    St2#st{open = false, reason = stopped, waiters = [From | St2#st.waiters]};
+                {'DOWN', CM, process, _, _} ->
+                    St2#st{open = false, reason = caller_down}
+            after 0 ->
+                    St2
             end;
-        _ ->
-            St1
+        false ->
+            St2
     end.
 
 first_reason(undefined, Why) -> Why;

@@ -22,6 +22,7 @@
          bad_input_gives_clear_errors/1, io_device_that_does_not_answer/1,
          failing_format_fun/1, format_fun_that_hangs/1, slow_format_fun_and_max_time/1,
          format_fun_is_not_traced/1, two_traces_of_all_messages/1, many_record_modules/1,
+         stop_while_lines_are_slow/1,
          file_holds_what_print_shows/1, file_limits/1, file_drop_accounting/1,
          file_bad_paths/1,
          caller_and_stack/1, records_of_the_modules_traced/1,
@@ -58,6 +59,7 @@ all() ->
      bad_input_gives_clear_errors, io_device_that_does_not_answer,
      failing_format_fun, format_fun_that_hangs, slow_format_fun_and_max_time,
      format_fun_is_not_traced, two_traces_of_all_messages, many_record_modules,
+     stop_while_lines_are_slow,
      file_holds_what_print_shows, file_limits, file_drop_accounting,
      file_bad_paths,
      caller_and_stack, records_of_the_modules_traced,
@@ -727,6 +729,21 @@ slow_format_fun_and_max_time(Config) ->
     ?assertEqual({max_time, 300}, Reason),
     ?assert(Shown < 5),
     ?assert(Ms < 2000),
+    assert_clean(Config, {?MODULE, double, 1}).
+
+%% Lines that take long to make (no time limit): tracekit:stop/1 ends
+%% the trace after the line being made, not after the whole batch.
+stop_while_lines_are_slow(Config) ->
+    Fun = fun(_) -> timer:sleep(300), "slow" end,
+    {ok, T} = tracekit:calls("tracekit_SUITE:double/1",
+                             opts(Config, #{format => Fun, max_time => infinity,
+                                            max_events => infinity})),
+    [double(I) || I <- lists:seq(1, 30)],
+    timer:sleep(500),
+    {Us, {ok, #{reason := stopped, shown := Shown}}} = timer:tc(fun() -> tracekit:stop(T) end),
+    ct:log("stopped in ~p ms, ~p shown", [Us div 1000, Shown]),
+    ?assert(Us < 2000000),
+    ?assert(Shown < 10),
     assert_clean(Config, {?MODULE, double, 1}).
 
 %% The process that runs the format fun is not traced: tracing every
