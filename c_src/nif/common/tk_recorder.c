@@ -16,6 +16,11 @@ int tk_recorder_lib_init(tk_recorder_lib *lib, ErlNifEnv *env,
 {
     memset(lib, 0, sizeof *lib);
     lib->holder_type = holder_type;
+    /* The library's memory is VM memory: it shows in erlang:memory(). */
+    tk_mem_alloc = enif_alloc;
+    tk_mem_free = enif_free;
+    /* The stamp: the TSC or CLOCK_MONOTONIC, fenced or not (TRACEKIT_CLOCK). */
+    tk_clock_init();
 #define TK_RECORDER_ATOM_INIT(a) lib->am_##a = enif_make_atom(env, #a);
     TK_RECORDER_ATOMS(TK_RECORDER_ATOM_INIT)
 #undef TK_RECORDER_ATOM_INIT

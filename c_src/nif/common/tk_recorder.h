@@ -57,7 +57,9 @@ typedef struct {
 #undef TK_RECORDER_ATOM_FIELD
 } tk_recorder_lib;
 
-/* 0, or -1 when out of memory. */
+/* Also sets what every recording library needs once loaded: tk_mem's
+ * allocator (the VM's) and the stamp's clock (tk_clock_init). 0, or -1
+ * when out of memory. */
 int tk_recorder_lib_init(tk_recorder_lib *lib, ErlNifEnv *env,
                          ErlNifResourceType *holder_type);
 void tk_recorder_lib_free(tk_recorder_lib *lib);

@@ -50,13 +50,6 @@ static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
         enif_free(lib);
         return -1;
     }
-    /* The library's memory is VM memory: it shows in erlang:memory(). */
-    tk_mem_alloc = enif_alloc;
-    tk_mem_free = enif_free;
-    tk_clock_init();
-    const char *clk = getenv("TRACEKIT_CLOCK");
-    if (clk != NULL && strcmp(clk, "monotonic") == 0)
-        tk_clock_tsc = 0;
     *priv = lib;
     return 0;
 }
