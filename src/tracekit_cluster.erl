@@ -151,8 +151,27 @@ start_agents([N | Ns], Procs, Req, Opts, #cluster{nodes = Started} = C) ->
             start_agents(Ns, Procs, Req, Opts, C#cluster{nodes = Started#{N => Node}});
         {error, Why} ->
             done(close(C)),
-            {error, {bad_node, N, Why}}
+            {error, start_error(N, Why)}
     end.
+
+%% Why a node could not start tracing, as a sentence (this node's file
+%% error as it is: the runner tells it as the file option's).
+start_error(N, {file, _, _} = Why) when N =:= node() ->
+    {bad_node, N, Why};
+start_error(_N, {bad_process, _, _} = Why) ->
+    Why;
+start_error(N, {file, Path, Posix}) ->
+    {bad_node, N, text("cannot create the trace file ~ts there: ~ts (~w)",
+                       [Path, file:format_error(Posix), Posix])};
+start_error(N, {badopt, O}) ->
+    {bad_node, N, text("the ring cannot be made there with ~0tP (see tracekit_ring:limits/0)",
+                       [O, 10])};
+start_error(N, {agent_failed, Why}) ->
+    {bad_node, N, text("tracing could not start there: ~0tP", [Why, 10])};
+start_error(N, {error, {erpc, Why}}) ->
+    {bad_node, N, text("no answer (~0tp)", [Why])};
+start_error(N, Why) ->
+    {bad_node, N, text("tracing could not start there: ~0tP", [Why, 10])}.
 
 start_agent(N, Req, Opts) when N =:= node() ->
     tracekit_agent:start(self(), Req, Opts);

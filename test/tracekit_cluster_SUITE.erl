@@ -16,7 +16,7 @@
          caller_killed/1, origin_node_stopped/1, node_without_tracekit/1,
          bad_nodes/1, files_fetched/1, files_in_deep_dir/1,
          stop_when_monitored_from_another_node/1, hidden_node/1,
-         agent_killed_leaves_no_file/1]).
+         agent_killed_leaves_no_file/1, node_cannot_write_its_file/1]).
 %% Called on the nodes.
 -export([tick/1, ticker/2, server/0, start_trace/2]).
 
@@ -28,7 +28,7 @@ all() ->
      limit_is_exact_across_nodes, node_killed, node_disconnected, caller_killed,
      origin_node_stopped, node_without_tracekit, bad_nodes, files_fetched,
      files_in_deep_dir, stop_when_monitored_from_another_node, hidden_node,
-     agent_killed_leaves_no_file].
+     agent_killed_leaves_no_file, node_cannot_write_its_file].
 
 init_per_suite(Config) ->
     case node() of
@@ -495,6 +495,26 @@ agent_killed_leaves_no_file(Config) ->
         ?assertEqual([], tracekit_sessions(Node))
     after
         stop_peers(Peers)
+    end.
+
+%% A node whose temporary directory cannot be written: an error that
+%% names the node and says why, and nothing traced anywhere.
+node_cannot_write_its_file(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "cannot_write"),
+    ok = filelib:ensure_path(Dir),
+    Ebin = filename:dirname(code:which(tracekit)),
+    {ok, P, Node} = peer:start_link(#{name => peer:random_name(?MODULE),
+                                      args => ["-pa", Ebin],
+                                      env => [{"TMPDIR", "/nonexistent/tracekit"}]}),
+    try
+        R = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                           #{nodes => [node(), Node], file => Dir, io => ?config(io, Config)}),
+        ct:log("~p", [R]),
+        ?assertMatch({error, {bad_node, Node, "cannot create the trace file /nonexistent/tracekit/"
+                              ++ _}}, R),
+        [?assertEqual([], tracekit_sessions(N)) || N <- [node(), Node]]
+    after
+        stop_peers([{P, Node}])
     end.
 
 wait_dead(Pids) ->
