@@ -123,7 +123,7 @@
 %% a limit, or refused by a full ring); `events': the collected events when
 %% `print' is false.
 -type summary() :: tracekit_runner:summary().
--type error() :: {error, {bad_spec | bad_process | bad_option | tracer_failed,
+-type error() :: {error, {bad_spec | bad_process | bad_option | bad_node | tracer_failed,
                           term(), string()}}.
 
 -define(DEFAULTS, #{max_events => 100, max_time => 15000, rate => none,
