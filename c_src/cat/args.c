@@ -12,7 +12,7 @@ void args_usage(FILE *to)
 {
     fputs("usage: tracekit-cat [options] FILE|WRAPSET...\n"
           "  Reads tracekit trace files (several: merged by time) and writes their events.\n"
-          "  --format F        text (default), jsonl, chrome, folded, dbg\n"
+          "  --format F        text (default), jsonl, chrome, folded, dbg, html\n"
           "  -o, --output PATH write there instead of standard output\n"
           "  --pid P           only events of process P (<0.84.0>, or a name it registered)\n"
           "  --tag T[,T...]    only events with these tags (send, call, seq_trace, ...)\n"
@@ -21,9 +21,9 @@ void args_usage(FILE *to)
           "                    TIME: seconds since the epoch (1795384332.815), or\n"
           "                    YYYY-MM-DDTHH:MM:SS[.frac][Z|+HH:MM] (local time without a zone)\n"
           "  --node N          only events recorded on node N\n"
-          "  --depth N         text: how deep terms are printed (default 20)\n"
-          "  --line-length N   text: the longest line (default 240)\n"
-          "  --local-node N    text: whose pids print as <0.N.S> (default: the first file's node)\n"
+          "  --depth N         text, html: how deep terms are printed (default 20)\n"
+          "  --line-length N   text, html: the longest line (default 240)\n"
+          "  --local-node N    text, html: whose pids print as <0.N.S> (default: the first file's node)\n"
           "  --help\n"
           "Filters of one kind may be given more than once (any of them); kinds combine.\n"
           "Exit status: 0 done, 1 a damaged or cut file (the events before the damage are\n"
@@ -184,7 +184,7 @@ bool args_parse(int argc, char **argv, cat_args *a)
             while (k < 6 && strcmp(v, names[k]) != 0)
                 k++;
             if (k == 6)
-                return bad("unknown format %s (text, jsonl, chrome, folded, dbg)", v);
+                return bad("unknown format %s (text, jsonl, chrome, folded, dbg, html)", v);
             a->format = (cat_format)k;
         } else if (strcmp(name, "--output") == 0 || strcmp(name, "-o") == 0) {
             a->output = v;

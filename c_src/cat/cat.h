@@ -180,6 +180,7 @@ typedef struct {
     const char *file;
     uint64_t offset;
     int status; /* CAT_* */
+    int err;    /* CAT_NOFILE: the errno of the open, or -1: no such file or wrap set */
     char why[160];
 } cat_failure;
 
@@ -208,6 +209,9 @@ int decode_event(const reader *r, const unsigned char *rec, size_t len,
 typedef struct {
     int depth, line_length;
     const char *local_node; /* whose pids print as <0.N.S>; NULL: none */
+    /* the registered name shown beside a pid (~tw), or NULL; NULL here:
+     * the names of names.c */
+    const char *(*names)(const tree *t, const tnode *p);
 } text_opts;
 
 typedef struct sink {
@@ -222,6 +226,11 @@ typedef struct sink {
 } sink;
 
 sink *text_sink(const text_opts *o);
+/* One event in the shell's one-line format, cut at the line length, into
+ * b (emptied first), no newline. */
+void text_line(sbuf *b, const tree *t, const tnode *ev, const text_opts *o);
+/* A timestamp as tracekit_format:time/1 shows it. */
+void text_time(sbuf *b, const tree *t, const tnode *stamp, const text_opts *o);
 /* ---- registered names seen in the trace (names.c) ------------------------- */
 
 /* Notes the name of a register event ({_, P, register, Name[, _]}, as
@@ -230,6 +239,8 @@ void names_note(const tree *t, const tnode *ev, const text_opts *o);
 /* The name of P printed (~tw), or NULL. */
 const char *names_get(const tnode *p);
 sink *dbg_sink(void);
+/* The report (html.c) is told why reading stopped before it is finished. */
+void html_failed(const cat_failure *f);
 /* jsonl, chrome, folded (EXPORTS.md); NULL with an error printed when
  * the format cannot be written. */
 sink *export_sink(int format, const text_opts *o);

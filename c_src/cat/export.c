@@ -10,7 +10,8 @@
 
 sink *export_sink(int format, const text_opts *o)
 {
-    (void)o; /* the exports print every pid with its node: no local node */
+    /* the exports print every pid with its node: no local node (the
+     * report's table and names print as the shell's format does) */
     switch (format) {
     case FMT_JSONL:
         return jsonl_sink();
@@ -18,6 +19,8 @@ sink *export_sink(int format, const text_opts *o)
         return chrome_sink();
     case FMT_FOLDED:
         return folded_sink();
+    case FMT_HTML:
+        return html_sink(o);
     default:
         cat_error("this format is not written by tracekit-cat");
         return NULL;

@@ -281,5 +281,7 @@ static inline void out_sb(const sbuf *b)
 sink *jsonl_sink(void);
 sink *chrome_sink(void);
 sink *folded_sink(void);
+/* the report of tracekit_report (html.c) */
+sink *html_sink(const text_opts *o);
 
 #endif

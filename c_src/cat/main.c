@@ -120,8 +120,12 @@ static bool pid_wanted(const cat_args *a, const tree *t, const tnode *ev,
 
 /* ---- main ------------------------------------------------------------------- */
 
+static bool html_format;
+
 static int fail_with(const cat_failure *f)
 {
+    if (html_format) /* the report says so on the page */
+        html_failed(f);
     if (f->status == CAT_DAMAGED)
         cat_error("%s: %s at byte %llu", f->file, f->why, (unsigned long long)f->offset);
     else
@@ -162,16 +166,12 @@ int main(int argc, char **argv)
     cat_args a;
     if (!args_parse(argc, argv, &a))
         return CAT_USAGE;
-    if (a.format == FMT_HTML) {
-        cat_error("--format html is not written by tracekit-cat: write the report with "
-                  "tracekit_report:write/2 in Erlang, which reads the same files");
-        return CAT_USAGE;
-    }
-
+    html_format = a.format == FMT_HTML;
     /* The exports' output is there before the files are read (see
      * fail_export); the text and dbg formats' only once they can be. */
-    bool export = a.format == FMT_JSONL || a.format == FMT_CHROME || a.format == FMT_FOLDED;
-    text_opts to = {a.depth, a.line_length, a.local_node};
+    bool export = a.format == FMT_JSONL || a.format == FMT_CHROME || a.format == FMT_FOLDED ||
+                  a.format == FMT_HTML;
+    text_opts to = {a.depth, a.line_length, a.local_node, NULL};
     int fd = -1;
     sink *s = NULL;
     if (export) {

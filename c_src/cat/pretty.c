@@ -799,6 +799,14 @@ static int printable_bin(const tnode *b, int d, int t, bool uni, size_t *bytes)
         *bytes = size;
         return 1;
     }
+#if TK_OTP_RELEASE < 28
+    /* OTP 27: the first min(20, Len) characters all printable and Len of
+     * them looked at make a prefix, whatever the depth */
+    if (nleft == 0 && len <= 20) {
+        *bytes = (size_t)len;
+        return 3;
+    }
+#endif
     if (d > 0 && len - nleft >= d) {
         *bytes = (size_t)(len - nleft);
         return 3;

@@ -21,6 +21,7 @@ static void fail(cat_failure *f, const char *file, uint64_t off, int status,
     f->file = file;
     f->offset = off;
     f->status = status;
+    f->err = 0;
     snprintf(f->why, sizeof f->why, "%s", why);
 }
 
@@ -77,6 +78,7 @@ bool source_files(const char *src, char ***files, size_t *n, size_t *cap,
     if (*n == first) {
         errno = ENOENT;
         fail(f, src, 0, CAT_NOFILE, "no such file or wrap set");
+        f->err = -1;
         return false;
     }
     qsort(*files + first, *n - first, sizeof **files, by_name);
@@ -191,7 +193,9 @@ bool readers_open(reader *rs, size_t n, char **files, cat_failure *f)
         r->index = (unsigned)k;
         int rc = tk_tread_open(&r->r, files[k]);
         if (rc == -1) {
-            fail(f, files[k], 0, CAT_NOFILE, strerror(errno));
+            int e = errno;
+            fail(f, files[k], 0, CAT_NOFILE, strerror(e));
+            f->err = e;
             return false;
         }
         if (rc == -2) {

@@ -37,7 +37,7 @@ static void tw(sbuf *b, const tnode *n)
 /* pid/2: the pid with its registered name when it has one. */
 static void pid(sbuf *b, const tnode *p)
 {
-    const char *name = names_get(p);
+    const char *name = O->names != NULL ? O->names(T, p) : names_get(p);
     if (name != NULL) {
         write_term(b, T, p, false, O);
         sb_str(b, " (");
@@ -290,17 +290,13 @@ static void cut(sbuf *line, int max)
     sb_str(line, "...");
 }
 
-static void event(sink *s, const unsigned char *etf, size_t len, const tree *t,
-                  const tnode *ev, int64_t time, const char *node)
+void text_line(sbuf *b, const tree *t, const tnode *ev, const text_opts *o)
 {
-    (void)etf, (void)len, (void)time, (void)node;
-    text *x = (text *)s;
     T = t;
-    O = &x->o;
-    sbuf *b = &x->line;
-    b->len = 0;
+    O = o;
     const tnode *first = ev->type == T_TUPLE && ev->n > 0 ? k(ev, 0) : NULL;
     const tnode *fields[16], **r = fields;
+    b->len = 0;
     if (first != NULL && is_atom(first, "trace_ts") && ev->n >= 5) {
         ts(b, k(ev, ev->n - 1));
         sb_ch(b, ' ');
@@ -337,7 +333,23 @@ static void event(sink *s, const unsigned char *etf, size_t len, const tree *t,
     }
     if (r != fields)
         free(r);
-    cut(b, x->o.line_length);
+    cut(b, o->line_length);
+}
+
+void text_time(sbuf *b, const tree *t, const tnode *stamp, const text_opts *o)
+{
+    T = t;
+    O = o;
+    ts(b, stamp);
+}
+
+static void event(sink *s, const unsigned char *etf, size_t len, const tree *t,
+                  const tnode *ev, int64_t time, const char *node)
+{
+    (void)etf, (void)len, (void)time, (void)node;
+    text *x = (text *)s;
+    sbuf *b = &x->line;
+    text_line(b, t, ev, &x->o);
     sb_ch(b, '\n');
     out_write(b->p, b->len);
 }
