@@ -254,7 +254,7 @@ ASAN_ENV = LD_PRELOAD=$(ASAN_RUNTIME) \
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:handle_abort=1:log_path=$(ASAN_LOGS)/asan \
     UBSAN_OPTIONS=print_stacktrace=1:abort_on_error=1:log_path=$(ASAN_LOGS)/ubsan \
     ERL_FLAGS="+Mea min $$ERL_FLAGS" \
-    TRACEKIT_FUZZ_ITERATIONS=$(ASAN_FUZZ_ITERATIONS) TRACEKIT_CAT_DAMAGED=100
+    TRACEKIT_FUZZ_ITERATIONS=$(ASAN_FUZZ_ITERATIONS)
 ifeq ($(NIF_VARIANT),asan)
 test-nif-asan: nif test-nifs
 	@test -n "$(ASAN_RUNTIME)" || \

@@ -695,9 +695,7 @@ damaged_files(Config, Asan) ->
            [Count, Ms, Asan, Outcomes, length(Checked)]),
     ?assert(length(Checked) > Count div 10).
 
-%% How many damaged files: TRACEKIT_CAT_DAMAGED, 600 by default (`make
-%% test-nif-asan' runs fewer: tracekit-cat's own sanitizer build is the
-%% same there, only the VM's side changes).
+%% How many damaged files: TRACEKIT_CAT_DAMAGED, 600 by default.
 damaged_count() ->
     case os:getenv("TRACEKIT_CAT_DAMAGED") of
         N when is_list(N), N =/= "" -> list_to_integer(N);
