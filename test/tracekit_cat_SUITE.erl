@@ -746,12 +746,12 @@ check_damaged(Config, FuzzDir, I, {Status, XStatus}) ->
     end,
     ok.
 
-%% A local fun's old uniq, which damage may change: binary_to_term/1
-%% takes it from the fun's entry when the module is loaded (as the suite
-%% is), whatever the bytes say, so that only a reader outside the VM prints
-%% the damaged one.
+%% A local fun's old index and old uniq, which damage may change:
+%% binary_to_term/1 takes them from the fun's entry when the module is
+%% loaded (as the suite is), whatever the bytes say, so that only a reader
+%% outside the VM prints the damaged ones.
 fun_uniq(Text) ->
-    re:replace(Text, "(#Fun<[^>.]*\\.[0-9]+\\.)[0-9]+>", "\\1_>", [global, {return, binary}]).
+    re:replace(Text, "(#Fun<[^>.]*\\.)[0-9]+\\.[0-9]+>", "\\1_._>", [global, {return, binary}]).
 
 damage(Bin, Chunks) ->
     Size = byte_size(Bin),
