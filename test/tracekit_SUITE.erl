@@ -116,9 +116,12 @@ tracekit_sessions() ->
 %% function no longer traced.
 assert_clean(Config, MFA) ->
     Alive0 = ?config(alive0, Config),
+    %% No more rings than when the case began: a ring of an earlier case
+    %% may be freed meanwhile (its last holder, say a format fun that
+    %% hung, ends late on a slow VM), never one more kept.
     tk_collector:eventually(fun() ->
                        [erlang:garbage_collect(P) || P <- processes()],
-                       tracekit_sessions() =:= [] andalso tracekit_ring:alive() =:= Alive0
+                       tracekit_sessions() =:= [] andalso tracekit_ring:alive() =< Alive0
                end),
     ?assertEqual([], [S || {tracekit, _} = S <- trace:session_info(MFA)]).
 
