@@ -118,6 +118,14 @@ static bool small_int_at(const ps *p, size_t *at, int64_t *v)
 
 static long parse(ps *p, size_t *at, uint32_t slot, unsigned depth);
 
+/* Whether a node atom names the node that wrote the file (tree.home): a
+ * reader outside the VM takes that node for the reading one. */
+static bool is_home(const ps *p, const tnode *node)
+{
+    return p->t->home != NULL && strlen(p->t->home) == node->n &&
+           memcmp(p->t->home, node->u.p, node->n) == 0;
+}
+
 /* n terms into consecutive slots from `first`. */
 static bool parse_seq(ps *p, size_t *at, uint32_t first, uint64_t n,
                       unsigned depth)
@@ -295,13 +303,19 @@ static long parse(ps *p, size_t *at, uint32_t slot, unsigned depth)
             return -1;
         goto done_container;
     case 'X': /* NEW_PID_EXT */
-    case 'g': /* PID_EXT */
+    case 'g': { /* PID_EXT */
         i++;
-        if (!skip_atom(p, &i) || !need(p, i, tag == 'X' ? 12 : 9))
+        tnode node;
+        if (!atom_at(p, &i, &node) || !need(p, i, tag == 'X' ? 12 : 9))
+            return -1;
+        /* binary_to_term/1 in the node that made a pid refuses one of its
+         * own numbered 2^28 or more (no VM makes them). */
+        if (be32(p->b + i) >= 1u << 28 && is_home(p, &node))
             return -1;
         i += tag == 'X' ? 12 : 9;
         n.type = T_PID;
         break;
+    }
     case 'Y': /* NEW_PORT_EXT */
     case 'x': /* V4_PORT_EXT */
     case 'f': /* PORT_EXT */
@@ -326,9 +340,7 @@ static long parse(ps *p, size_t *at, uint32_t slot, unsigned depth)
          * format may hold no other, and binary_to_term/1 in the node that
          * made a NEWER one refuses another too. A reader outside the VM
          * takes the file's own node for that node. */
-        if (be32(p->b + i) >= 1u << 18 &&
-            (tag == 'r' || (p->t->home != NULL && strlen(p->t->home) == node.n &&
-                            memcmp(p->t->home, node.u.p, node.n) == 0)))
+        if (be32(p->b + i) >= 1u << 18 && (tag == 'r' || is_home(p, &node)))
             return -1;
         i += 4 * count;
         n.type = T_REF;
