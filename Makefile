@@ -3,6 +3,8 @@
 #   make            the NIFs and tracekit-cat into priv/, the beams (rebar3)
 #   make test       C core tests, the same under ASan+UBSan and TSan, EUnit, CT
 #   make test-all   `make test` on OTP 27, then on OTP 29
+#   make test-package  tracekit as a dependency: a rebar3 project, its
+#                   release, the Hex-style tarball, a mix project
 #   make check      dialyzer and xref
 #   make bench      benchmarks (not part of the tests)
 #   make demo       the demonstration run of README.md
@@ -128,7 +130,7 @@ build/bench/bench_hot: c_src/bench/bench_hot.c $(LIB_SRC) $(LIB_HDR)
 # ---- targets ---------------------------------------------------------------
 .PHONY: all nif cat cat-asan test-nifs bench-nifs beams test test-c \
         test-c-asan test-c-tsan test-c-long eunit ct test-nif-asan test-all \
-        check dialyzer xref bench demo clean distclean otp-info \
+        test-package check dialyzer xref bench demo clean distclean otp-info \
         viewers-install test-viewers screenshots
 
 all: nif cat beams
@@ -224,6 +226,11 @@ endif
 test-all:
 	OTP=27 $(MAKE) test
 	OTP=29 $(MAKE) test
+
+# tracekit as a project that depends on it gets it (scripts/check-package):
+# with rebar3 and in a release, from a Hex-style tarball, with mix.
+test-package:
+	scripts/check-package
 
 check: nif test-nifs dialyzer xref
 
