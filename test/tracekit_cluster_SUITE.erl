@@ -138,7 +138,7 @@ merged_order(_Config) ->
         %% here with the horizon check left out). That time is short,
         %% except in a VM under AddressSanitizer (make test-nif-asan),
         %% where it took 5.4 ms: there it is only logged.
-        Times = [tracekit_runner:event_time(E) - element(1, maps:get(node(element(2, E)), Clocks))
+        Times = [tracekit_nodes:event_time(E) - element(1, maps:get(node(element(2, E)), Clocks))
                  || E <- Events],
         Late = lateness(Times),
         ct:log("events out of timestamp order by at most ~p us", [Late]),
