@@ -104,7 +104,7 @@ file_path(temp, Janitor) ->
             Janitor ! {undo, dir, {delete_dir, Dir}},
             {ok, filename:join(Dir, "node.tkt"), Dir};
         {error, Posix} ->
-            {error, {file, Temp, Posix}}
+            {error, {private_dir, Temp, Posix}}
     end.
 
 temp_dir() ->

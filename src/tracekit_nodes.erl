@@ -111,7 +111,7 @@ start(Plan, #{nodes := Nodes0} = Opts) ->
     _ = [ok = net_kernel:monitor_nodes(true) || maps:get(follow, Opts, false)],
     maybe
         {ok, Good, Failed} ?= check_all(Nodes, Kind, Skip),
-        {ok, Procs} ?= procs_per_node(maps:get(procs, Plan), Good),
+        {ok, Procs} ?= procs_per_node(maps:get(procs, Plan), Good, Good),
         Offsets = [{N, offset(N)} || N <- Good],
         E0 = #nodes{plan = Plan, opts = Opts, failed = Failed},
         start_agents(Offsets, Procs, Skip, E0)
@@ -178,13 +178,13 @@ old_or_missing(N) ->
 
 text(Fmt, Args) -> lists:flatten(io_lib:format(Fmt, Args)).
 
-%% Each {Who, Flags} of the plan for each node: all, new, existing the
-%% same on every node; pids on their own node; names on every node where
-%% they are registered.
-procs_per_node(Procs, Nodes) ->
+%% Each {Who, Flags} of the plan for each node of For: all, new, existing
+%% the same on every node; pids on their own node; names on every node
+%% where they are registered (Nodes: all the nodes traced).
+procs_per_node(Procs, For, Nodes) ->
     try
         {ok, maps:from_list([{N, [{who(Who, N, Nodes), Flags} || {Who, Flags} <- Procs]}
-                             || N <- Nodes])}
+                             || N <- For])}
     catch
         throw:{bad_process, _, _} = E -> {error, E}
     end.
@@ -244,6 +244,9 @@ start_agents([{N, {Offset, Err}} | Rest], Procs, Skip, E) ->
 start_error({file, Path, Posix}) ->
     text("cannot create the trace file ~ts there: ~ts (~w)",
          [Path, file:format_error(Posix), Posix]);
+start_error({private_dir, Dir, Posix}) ->
+    text("cannot make a private directory for its trace file in ~ts: ~ts (~w)",
+         [Dir, file:format_error(Posix), Posix]);
 start_error({badopt, O}) ->
     text("the ring cannot be made there with ~0tP (see tracekit_ring:limits/0)", [O, 10]);
 start_error({agent_failed, Why}) ->
@@ -309,7 +312,8 @@ join(N, Try, #nodes{nodes = Ns, plan = Plan} = E) when not is_map_key(N, Ns) ->
     Kind = maps:get(kind, maps:get(sink, Plan)),
     Result = maybe
                  ok ?= check(N, Kind),
-                 {ok, #{N := Procs}} ?= procs_per_node(maps:get(procs, Plan), [N]),
+                 {ok, #{N := Procs}} ?= procs_per_node(maps:get(procs, Plan), [N],
+                                                       [N | maps:keys(Ns)]),
                  {Offset, Err} = offset(N),
                  {ok, Agent} ?= start_agent(N, node_plan(N, Procs, E)),
                  {ok, #node{name = N, agent = Agent, mon = monitor(process, Agent),
@@ -625,7 +629,7 @@ node_summary(#node{state = S, why = Why, counters = C, queue = Q, late_dropped =
 %% the reason.
 -spec fetch(nodes(), file:name_all()) -> {[file:filename_all()], [{node(), term()}]}.
 fetch(#nodes{nodes = Ns}, Dir) ->
-    lists:foldl(fun(#node{name = Name, state = closed} = N, {Ok, Bad}) ->
+    lists:foldl(fun(#node{name = Name, state = drained} = N, {Ok, Bad}) ->
                         Path = in_dir(Dir, Name),
                         case fetch_one(N, Path, Dir) of
                             ok -> {[Path | Ok], Bad};

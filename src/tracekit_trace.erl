@@ -99,8 +99,10 @@ init(Caller, Ref, Plan, Opts0) ->
                #{nodes := all} -> Opts0#{nodes := [node() | nodes()]};
                _ -> Opts0
            end,
+    %% (tracekit:stop/1 knows a trace by this mark.)
+    put('$tracekit', Caller),
     CallerMon = case maps:get(watch, Opts, true) of
-                    true -> put('$tracekit', Caller), monitor(process, Caller);
+                    true -> monitor(process, Caller);
                     false -> undefined
                 end,
     %% The printer reads the records it knows of and loads the code that
@@ -351,7 +353,7 @@ event(E, T, Node, St) ->
 %% VM reports both with exception_trace); the messages of tracekit's own
 %% work in the caller's process: its requests to this process, and the
 %% answer that tracing is on.
-hidden(E, #st{specs = Specs}) when element(3, E) =:= return_from,
+hidden(E, #st{specs = Specs}) when element(3, E) =:= return_from, Specs =/= [],
                                    tuple_size(element(4, E)) =:= 3 ->
     not tracekit_spec:shows_return(Specs, element(4, E));
 hidden(E, _St) when element(3, E) =:= send, tuple_size(E) >= 5, element(5, E) =:= self() ->

@@ -406,7 +406,7 @@ files_fetched(Config) ->
                                                P1 =:= P])
          || P <- Tickers],
         %% Nothing is left in the peers' temporary directories.
-        [?assertEqual([], erpc:call(N, filelib, wildcard, ["/tmp/tracekit-*" ++ atom_to_list(N) ++ ".tkt"]))
+        [?assertEqual([], erpc:call(N, filelib, wildcard, ["/tmp/tracekit-" ++ atom_to_list(N) ++ "-*"]))
          || N <- Nodes]
     after
         stop_peers(Peers)
@@ -484,7 +484,7 @@ agent_killed_leaves_no_file(Config) ->
     ok = filelib:ensure_path(Dir),
     [{_, Node}] = Peers = peers(1),
     Temp = fun() -> erpc:call(Node, filelib, wildcard,
-                              ["/tmp/tracekit-*" ++ atom_to_list(Node) ++ ".tkt"]) end,
+                              ["/tmp/tracekit-" ++ atom_to_list(Node) ++ "-*/*.tkt"]) end,
     try
         {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
                                  #{nodes => [node(), Node], file => Dir, io => ?config(io, Config)}),
@@ -513,8 +513,8 @@ node_cannot_write_its_file(Config) ->
         R = tracekit:calls("tracekit_cluster_SUITE:tick/1",
                            #{nodes => [node(), Node], file => Dir, io => ?config(io, Config)}),
         ct:log("~p", [R]),
-        ?assertMatch({error, {bad_node, Node, "cannot create the trace file /nonexistent/tracekit/"
-                              ++ _}}, R),
+        ?assertMatch({error, {bad_node, Node, "cannot make a private directory for its trace "
+                              "file in /nonexistent/tracekit: " ++ _}}, R),
         [?assertEqual([], tracekit_sessions(N)) || N <- [node(), Node]]
     after
         stop_peers([{P, Node}])
