@@ -202,10 +202,10 @@ stop() ->
     stop_mine(Ms, self()).
 
 stop_mine([P | Ps], Self) when is_pid(P), node(P) =:= node() ->
-    case erlang:process_info(P, {dictionary, '$tracekit'}) of
-        {{dictionary, '$tracekit'}, Self} -> _ = stop(P);
-        _ -> ok
-    end,
+    _ = case erlang:process_info(P, {dictionary, '$tracekit'}) of
+            {{dictionary, '$tracekit'}, Self} -> stop(P);
+            _ -> ok
+        end,
     stop_mine(Ps, Self);
 stop_mine([_ | Ps], Self) ->
     stop_mine(Ps, Self);

@@ -75,7 +75,7 @@
 
 -record(nodes, {nodes = #{} :: #{node() => #node{}},
                 %% The plan, with each node's processes still to pick.
-                plan :: tracekit_proto:plan(),
+                plan :: map(),
                 opts :: options(),
                 failed = #{} :: #{node() => string()},
                 %% Messages sent to a process of another node traced,
@@ -103,7 +103,8 @@
 %% part (`{error, {bad_node, Node, Why}}', Why a sentence). The plan's
 %% processes may be pids of any of the nodes and registered names (looked
 %% up on every node); its `exclude' are processes of the calling node.
--spec start(tracekit_proto:plan(), options()) -> {ok, nodes()} | {error, term()}.
+%% (The plan: a tracekit_proto:what() with its sink and exclude.)
+-spec start(map(), options()) -> {ok, nodes()} | {error, term()}.
 start(Plan, #{nodes := Nodes0} = Opts) ->
     Nodes = lists:usort(Nodes0),
     Kind = maps:get(kind, maps:get(sink, Plan)),

@@ -18,6 +18,10 @@
 
 -export([mark/1, processes/0]).
 
+%% A session's weak reference is opaque, and its name is the only way to
+%% tell tracekit's sessions from the others (`{tracekit, Id}').
+-dialyzer({no_opaque, [mark/1, untrace/2]}).
+
 %% The name of the tables (not named tables: each process has one).
 -define(OWN, tracekit_own).
 

@@ -30,7 +30,7 @@
 -export([ask_more/2, ask_close/1, ask_read/3, let_go/1, await/4, answer/3, request/1,
          reply/1]).
 
--export_type([plan/0, sink/0, who/0, call/0, request/0, answer/0, horizon/0,
+-export_type([what/0, plan/0, sink/0, who/0, call/0, request/0, answer/0, horizon/0,
               counters/0, version/0]).
 
 %% Raised whenever a message changes shape or meaning. A test compiles
@@ -46,13 +46,18 @@
 
 -type version() :: pos_integer().
 
-%% What an agent traces on its node, and where it keeps the events.
-%% `procs': whose events, with which flags (`all', `new' and `existing'
-%% leave tracekit's own processes out); `calls': the functions, each with
-%% its match spec and `local' or `global'; `seq_trace': the node's system
-%% seq tracer is set to the sink while tracing (and restored however the
-%% agent ends); `exclude': more processes of that node never traced (the
-%% processes that print the lines, on the calling node).
+%% What a trace traces: `procs' whose events, with which flags (`all',
+%% `new' and `existing' leave tracekit's own processes out; a list may
+%% hold pids of any node traced and registered names, the trace picks
+%% each node's); `calls' the functions, each with its match spec and
+%% `local' or `global'; `seq_trace' the node's system seq tracer is set
+%% to the sink while tracing (and restored however the agent ends).
+-type what() :: #{procs := [{who() | [pid() | atom()], [atom()]}],
+                  calls := [call()],
+                  seq_trace := boolean()}.
+%% What an agent traces on its node (its own processes only), and where
+%% it keeps the events; `exclude': more processes of that node never
+%% traced (the processes that print the lines, on the calling node).
 -type plan() :: #{procs := [{who(), [atom()]}],
                   calls := [call()],
                   seq_trace := boolean(),

@@ -75,7 +75,7 @@
 %% @doc Starts a trace for the calling process. Returns when tracing is on
 %% on every node (and the header line is printed), or with the reason it
 %% could not start.
--spec start(tracekit_proto:plan(), options()) -> {ok, pid()} | {error, term()}.
+-spec start(tracekit_proto:what(), options()) -> {ok, pid()} | {error, term()}.
 start(Plan, Opts) ->
     Caller = self(),
     Ref = make_ref(),
