@@ -98,6 +98,7 @@ open_sink(#{kind := file, where := Where, size := Size, payload := Payload,
 file_path({path, Path}, _Janitor) ->
     {ok, Path, none};
 file_path(temp, Janitor) ->
+    ok = sweep(),
     Temp = temp_dir(),
     case tracekit_private:dir(Temp, ?TEMP_PREFIX ++ atom_to_list(node()) ++ "-") of
         {ok, Dir} ->
@@ -182,6 +183,13 @@ seq_tracer(Sink, Janitor) ->
 
 loop(#{trace := Trace, mon := Mon, sink := Sink} = St) ->
     receive
+        {'DOWN', Mon, process, _, noconnection} when element(1, Sink) =:= file ->
+            %% The connection to the trace is lost (its node may still
+            %% run: another node's disconnection makes global disconnect
+            %% the others): the file is kept a while, for the trace to
+            %% fetch once it connects again.
+            stop(St),
+            closed(St#{mon := none});
         {'DOWN', Mon, process, _, _} ->
             %% The trace is gone, or its node, or the connection to it.
             stop(St),
@@ -196,9 +204,10 @@ loop(#{trace := Trace, mon := Mon, sink := Sink} = St) ->
                     stop(St),
                     ok = tracekit_proto:answer(Trace, Ref, {closed, counters(Sink)}),
                     closed(St);
-                {done, _Ref} ->
+                {done, Ref} ->
                     stop(St),
-                    done(St);
+                    done(St),
+                    tracekit_proto:answer(Trace, Ref, done);
                 _ ->
                     loop(St)
             end
@@ -206,11 +215,16 @@ loop(#{trace := Trace, mon := Mon, sink := Sink} = St) ->
 
 %% Tracing has stopped: the last events, or the file, until the trace is
 %% done (or gone).
-closed(#{trace := Trace, mon := Mon, sink := Sink} = St) ->
+closed(#{trace := Trace, mon := Mon, sink := Sink} = St0) ->
     receive
         {'DOWN', Mon, process, _, _} ->
-            done(St);
+            done(St0);
         Msg ->
+            %% (A trace that connected again is watched again.)
+            St = case Mon of
+                     none -> St0#{mon := monitor(process, Trace)};
+                     _ -> St0
+                 end,
             case tracekit_proto:request(Msg) of
                 {more, Ref, Max} ->
                     ok = tracekit_proto:answer(Trace, Ref, batch(Sink, Max, closed)),
@@ -221,13 +235,14 @@ closed(#{trace := Trace, mon := Mon, sink := Sink} = St) ->
                 {close, Ref} ->
                     ok = tracekit_proto:answer(Trace, Ref, {closed, counters(Sink)}),
                     closed(St);
-                {done, _Ref} ->
-                    done(St);
+                {done, Ref} ->
+                    done(St),
+                    tracekit_proto:answer(Trace, Ref, done);
                 no ->
                     closed(St)
             end
     after ?FETCH_MS ->
-            done(St)
+            done(St0)
     end.
 
 stop(#{session := S, sink := Sink, janitor := J}) ->

@@ -593,11 +593,16 @@ finished(#nodes{nodes = Ns}) ->
                       (S =:= down orelse S =:= drained) andalso queue:is_empty(Q)
               end, maps:values(Ns)).
 
-%% @doc Lets every agent go (they delete what they kept).
+%% @doc Lets every agent go, and returns once they deleted what they kept
+%% (or went, or a node did not answer in time).
 -spec done(nodes()) -> ok.
 done(#nodes{nodes = Ns}) ->
-    _ = [tracekit_proto:let_go(A) || #node{agent = A, state = S} <- maps:values(Ns),
-                                     S =/= down],
+    Until = erlang:monotonic_time(millisecond) + ?CALL_MS,
+    Asked = [{A, M, tracekit_proto:let_go(A)}
+             || #node{agent = A, mon = M, state = S, late = false} <- maps:values(Ns),
+                S =/= down],
+    _ = [tracekit_proto:await(A, Ref, M, max(0, Until - erlang:monotonic_time(millisecond)))
+         || {A, M, Ref} <- Asked],
     _ = [demonitor(M, [flush]) || #node{mon = M} <- maps:values(Ns)],
     ok.
 
@@ -636,11 +641,32 @@ fetch(#nodes{nodes = Ns}, Dir) ->
                             ok -> {[Path | Ok], Bad};
                             {error, Why} -> {Ok, [{Name, Why} | Bad]}
                         end;
+                   (#node{name = Name, state = down, why = noconnection} = N, {Ok, Bad}) ->
+                        %% Its agent keeps the file a while: the node may
+                        %% still run (the connection was lost, maybe by
+                        %% global's doing).
+                        Path = in_dir(Dir, Name),
+                        case reconnect(N) of
+                            {ok, N1} ->
+                                case fetch_one(N1, Path, Dir) of
+                                    ok -> _ = tracekit_proto:let_go(N1#node.agent),
+                                          {[Path | Ok], Bad};
+                                    {error, Why} -> {Ok, [{Name, Why} | Bad]}
+                                end;
+                            error ->
+                                {Ok, [{Name, {down, noconnection}} | Bad]}
+                        end;
                    (#node{name = Name, state = down, why = Why}, {Ok, Bad}) ->
                         {Ok, [{Name, {down, Why}} | Bad]};
                    (#node{name = Name}, {Ok, Bad}) ->
                         {Ok, [{Name, late} | Bad]}
                 end, {[], []}, lists:keysort(#node.name, maps:values(Ns))).
+
+reconnect(#node{name = Name, agent = A} = N) ->
+    case net_kernel:connect_node(Name) of
+        true -> {ok, N#node{mon = monitor(process, A)}};
+        _ -> error
+    end.
 
 fetch_one(#node{name = Name}, _Path, _Dir) when Name =:= node() ->
     ok;
@@ -650,7 +676,10 @@ fetch_one(#node{agent = A, mon = Mon}, Path, Dir) ->
             Tmp = filename:join(Private, "node.tkt"),
             try
                 maybe
+                    %% (Nobody else can enter the directory: the mode is
+                    %% set before anything is written.)
                     {ok, Fd} ?= file:open(Tmp, [write, raw, binary, exclusive]),
+                    ok ?= file:change_mode(Tmp, 8#600),
                     ok ?= try pieces(A, Mon, Fd, 0)
                           after file:close(Fd)
                           end,

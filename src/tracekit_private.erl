@@ -87,12 +87,28 @@ sweep(Parent, Prefix) ->
             ok
     end.
 
+%% Whether an OS process runs (a zombie, killed and not yet reaped by its
+%% parent, does not).
+running(OsPid) ->
+    case file:read_file("/proc/" ++ OsPid ++ "/stat") of
+        {ok, Stat} ->
+            %% "pid (command) state ...": the command may hold spaces and
+            %% parentheses, the state follows the last parenthesis.
+            case string:split(Stat, ") ", trailing) of
+                [_, <<"Z", _/binary>>] -> false;
+                [_, <<"X", _/binary>>] -> false;
+                _ -> true
+            end;
+        {error, _} ->
+            false
+    end.
+
 stale(Path, Rest, Uid) ->
     case string:split(Rest, "-") of
         [OsPid, _] when OsPid =/= "" ->
             lists:all(fun(C) -> C >= $0 andalso C =< $9 end, OsPid)
                 andalso OsPid =/= os:getpid()
-                andalso not filelib:is_dir("/proc/" ++ OsPid)
+                andalso not running(OsPid)
                 andalso case file:read_link_info(Path) of
                             {ok, #file_info{type = directory, uid = Uid}} -> true;
                             _ -> false

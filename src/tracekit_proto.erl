@@ -85,7 +85,7 @@
 -type answer() :: {events, [tuple()], horizon(), counters(), #{pid() => atom()}}
                 | {file, counters()}
                 | {closed, counters()}
-                | {data, binary()} | eof | {error, term()}.
+                | {data, binary()} | eof | {error, term()} | done.
 %% A time of the node's clock (system time, microseconds) every event
 %% drained later comes after; `last': after the last of these events;
 %% `closed': there will be no more.
@@ -143,11 +143,11 @@ ask_close(Agent) ->
 ask_read(Agent, Offset, Size) ->
     send(Agent, fun(Ref) -> {read, Ref, Offset, Size} end).
 
-%% @doc Lets an agent go: it deletes what it kept, and ends.
--spec let_go(pid()) -> ok.
+%% @doc Lets an agent go: it deletes what it kept, answers `done' and
+%% ends.
+-spec let_go(pid()) -> reference().
 let_go(Agent) ->
-    _ = send(Agent, fun(Ref) -> {done, Ref} end),
-    ok.
+    send(Agent, fun(Ref) -> {done, Ref} end).
 
 send(Agent, Make) ->
     Ref = make_ref(),

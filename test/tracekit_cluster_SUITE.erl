@@ -16,7 +16,10 @@
          caller_killed/1, origin_node_stopped/1, node_without_tracekit/1,
          bad_nodes/1, files_fetched/1, files_in_deep_dir/1,
          stop_when_monitored_from_another_node/1, hidden_node/1,
-         agent_killed_leaves_no_file/1, node_cannot_write_its_file/1]).
+         agent_killed_leaves_no_file/1, node_cannot_write_its_file/1,
+         other_protocol_refused/1, older_tracekit_refused/1, frozen_node_is_late/1,
+         file_counts_per_node/1, disconnection_keeps_remote_files/1,
+         remote_files_are_private/1, stopped_node_leaves_nothing_once_restarted/1]).
 %% Called on the nodes.
 -export([tick/1, ticker/2, server/0, start_trace/2]).
 
@@ -28,7 +31,10 @@ all() ->
      limit_is_exact_across_nodes, node_killed, node_disconnected, caller_killed,
      origin_node_stopped, node_without_tracekit, bad_nodes, files_fetched,
      files_in_deep_dir, stop_when_monitored_from_another_node, hidden_node,
-     agent_killed_leaves_no_file, node_cannot_write_its_file].
+     agent_killed_leaves_no_file, node_cannot_write_its_file,
+     other_protocol_refused, older_tracekit_refused, frozen_node_is_late,
+     file_counts_per_node, disconnection_keeps_remote_files, remote_files_are_private,
+     stopped_node_leaves_nothing_once_restarted].
 
 init_per_suite(Config) ->
     case node() of
@@ -518,6 +524,209 @@ node_cannot_write_its_file(Config) ->
         [?assertEqual([], tracekit_sessions(N)) || N <- [node(), Node]]
     after
         stop_peers([{P, Node}])
+    end.
+
+%%% Nodes of another tracekit ------------------------------------------------------
+
+%% A node whose tracekit speaks another protocol (another release of it,
+%% with the same application version): refused at once with both
+%% versions, nothing traced anywhere.
+other_protocol_refused(Config) ->
+    [{_, Node}] = Peers = peers(1),
+    try
+        Src = filename:join([code:lib_dir(tracekit), "src", "tracekit_proto.erl"]),
+        {ok, Mod, Bin} = compile:file(Src, [binary, {d, 'TRACEKIT_PROTOCOL', 1}]),
+        {module, Mod} = erpc:call(Node, code, load_binary, [Mod, "tracekit_proto.erl", Bin]),
+        T0 = erlang:monotonic_time(millisecond),
+        R = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                           #{nodes => [node(), Node], io => ?config(io, Config)}),
+        Ms = erlang:monotonic_time(millisecond) - T0,
+        ct:log("~p in ~p ms", [R, Ms]),
+        ?assertMatch({error, {bad_node, Node, "it runs tracekit of protocol 1, this node "
+                              "protocol 2" ++ _}}, R),
+        ?assert(Ms < 3000),
+        [?assertEqual([], tracekit_sessions(N)) || N <- [node(), Node]]
+    after
+        stop_peers(Peers)
+    end.
+
+%% A node with a tracekit from before the protocol had a version (no
+%% tracekit_proto there): refused as protocol 1.
+older_tracekit_refused(Config) ->
+    [{_, Node}] = Peers = peers(1),
+    try
+        {module, tracekit_agent} = erpc:call(Node, code, ensure_loaded, [tracekit_agent]),
+        true = erpc:call(Node, code, del_path, [filename:dirname(code:which(tracekit))]),
+        _ = erpc:call(Node, code, purge, [tracekit_proto]),
+        _ = erpc:call(Node, code, delete, [tracekit_proto]),
+        R = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                           #{nodes => [node(), Node], io => ?config(io, Config)}),
+        ct:log("~p", [R]),
+        ?assertMatch({error, {bad_node, Node, "it runs tracekit of protocol 1, this node "
+                              "protocol 2" ++ _}}, R),
+        [?assertEqual([], tracekit_sessions(N)) || N <- [node(), Node]]
+    after
+        stop_peers(Peers)
+    end.
+
+%% A node frozen mid-trace (SIGSTOP) does not hold the others: their
+%% events flow on, the trace ends at its time, and every call of the
+%% healthy node is shown or counted as dropped; the frozen one is late.
+frozen_node_is_late(_Config) ->
+    [{_, Frozen}] = Peers = peers(1),
+    OsPid = erpc:call(Frozen, os, getpid, []),
+    try
+        {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                                 #{nodes => [node(), Frozen], print => false,
+                                   max_events => infinity, max_time => infinity}),
+        Go = make_ref(),
+        erpc:call(Frozen, ?MODULE, ticker, [100, Go]) ! Go,
+        timer:sleep(300),
+        _ = os:cmd("kill -STOP " ++ OsPid),
+        N = 4000,
+        Ticker = ticker(N, Go),
+        Ticker ! Go,
+        wait_dead([Ticker]),
+        timer:sleep(tracekit_nodes:late_ms() + 500),
+        T0 = erlang:monotonic_time(millisecond),
+        {ok, #{nodes := PerNode, events := Events}} = tracekit:stop(T),
+        Ms = erlang:monotonic_time(millisecond) - T0,
+        ct:log("stopped in ~p ms~n~p", [Ms, PerNode]),
+        #{shown := Shown, dropped := Dropped, state := closed} = maps:get(node(), PerNode),
+        ?assertEqual(N, Shown + Dropped),
+        ?assertEqual(N, length([E || {trace_ts, P, call, _, _} = E <- Events, P =:= Ticker])),
+        ?assertMatch(#{state := {late, _}}, maps:get(Frozen, PerNode)),
+        ?assert(Ms < tracekit_nodes:late_ms() + 3000)
+    after
+        _ = os:cmd("kill -CONT " ++ OsPid),
+        stop_peers(Peers)
+    end.
+
+%%% Trace files across nodes -----------------------------------------------------
+
+%% In file mode each node's shown count is the events its file holds
+%% (counted only once the node has closed, its last events written), run
+%% after run.
+file_counts_per_node(Config) ->
+    Peers = peers(2),
+    Nodes = [node() | [N || {_, N} <- Peers]],
+    try
+        [begin
+             Dir = filename:join(?config(priv_dir, Config), "counts" ++ integer_to_list(I)),
+             ok = filelib:ensure_path(Dir),
+             {T, Tickers} = ticks_everywhere(Nodes, 2000, #{file => Dir}),
+             timer:sleep(20 * I),
+             {ok, #{nodes := PerNode, files := Files}} = tracekit:stop(T),
+             wait_dead(Tickers),
+             ct:log("~p", [PerNode]),
+             [begin
+                  File = filename:join(Dir, atom_to_list(Node) ++ ".tkt"),
+                  ?assert(lists:member(File, Files)),
+                  {ok, Events} = tracekit_file:read(File),
+                  ?assertMatch(#{shown := S} when S =:= length(Events), maps:get(Node, PerNode))
+              end || Node <- Nodes]
+         end || I <- lists:seq(1, 5)],
+        ok
+    after
+        stop_peers(Peers)
+    end.
+
+%% One peer is disconnected (global then disconnects the others from it,
+%% or from this node): the files of the nodes that still run are fetched
+%% all the same, once connected again.
+disconnection_keeps_remote_files(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "disconnected"),
+    ok = filelib:ensure_path(Dir),
+    %% Peers controlled through their standard io, so that they outlive
+    %% the loss of the distribution connection.
+    Paths = lists:append([["-pa", filename:dirname(code:which(M))] || M <- [?MODULE, tracekit]]),
+    Peers = [begin
+                 {ok, P, N} = peer:start_link(#{name => peer:random_name(?MODULE), args => Paths,
+                                                connection => standard_io}),
+                 pong = net_adm:ping(N),
+                 {P, N}
+             end || _ <- [1, 2]],
+    [{_, A}, {_, B}] = Peers,
+    Nodes = [node(), A, B],
+    try
+        pong = erpc:call(A, net_adm, ping, [B]),
+        {T, Tickers} = ticks_everywhere(Nodes, 300, #{file => Dir}),
+        wait_dead(Tickers),
+        timer:sleep(200),
+        true = net_kernel:disconnect(A),
+        timer:sleep(500),
+        {ok, #{files := Files, nodes := PerNode}} = tracekit:stop(T),
+        ct:log("~p~n~p", [Files, PerNode]),
+        ?assertEqual(lists:sort([filename:join(Dir, atom_to_list(N) ++ ".tkt") || N <- Nodes]),
+                     Files),
+        {ok, Events} = tracekit_file:read(Files),
+        [?assertEqual(lists:seq(1, 300), [I || {trace_ts, P1, call, {_, tick, [I]}, _} <- Events,
+                                               P1 =:= P])
+         || P <- Tickers]
+    after
+        stop_peers(Peers)
+    end.
+
+%% A remote node's file is made in a directory of its own that only its
+%% user can enter, with a name that cannot be guessed, and goes with it.
+remote_files_are_private(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "private"),
+    ok = filelib:ensure_path(Dir),
+    [{_, Node}] = Peers = peers(1),
+    Private = fun() -> erpc:call(Node, filelib, wildcard,
+                                 ["/tmp/tracekit-" ++ atom_to_list(Node) ++ "-*"]) end,
+    try
+        Dirs = [begin
+                    {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                                             #{nodes => [node(), Node], file => Dir,
+                                               print => false}),
+                    [D] = Private(),
+                    {ok, Info} = erpc:call(Node, file, read_link_info, [D]),
+                    ?assertEqual(directory, element(3, Info)),
+                    ?assertEqual(8#700, element(8, Info) band 8#777),
+                    {ok, _} = tracekit:stop(T),
+                    ?assertEqual([], Private()),
+                    {ok, Fetched} = file:read_link_info(filename:join(Dir, atom_to_list(Node) ++ ".tkt")),
+                    ?assertEqual(0, element(8, Fetched) band 8#077),
+                    ok = file:delete(filename:join(Dir, atom_to_list(Node) ++ ".tkt")),
+                    ok = file:delete(filename:join(Dir, atom_to_list(node()) ++ ".tkt")),
+                    D
+                end || _ <- [1, 2]],
+        ct:log("~p", [Dirs]),
+        ?assertEqual(2, length(lists:usort(Dirs)))
+    after
+        stop_peers(Peers)
+    end.
+
+%% A node stopped (killed) while it wrote a trace file leaves its private
+%% directory; once a node of the same name runs tracekit again, it is
+%% gone.
+stopped_node_leaves_nothing_once_restarted(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "restarted"),
+    ok = filelib:ensure_path(Dir),
+    Name = peer:random_name(?MODULE),
+    Paths = lists:append([["-pa", filename:dirname(code:which(M))] || M <- [?MODULE, tracekit]]),
+    {ok, P1, Node} = peer:start(#{name => Name, args => Paths}),
+    Left = "/tmp/tracekit-" ++ atom_to_list(Node) ++ "-*",
+    {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                             #{nodes => [node(), Node], file => Dir, print => false}),
+    [_] = filelib:wildcard(Left),
+    _ = os:cmd("kill -9 " ++ erpc:call(Node, os, getpid, [])),
+    try peer:stop(P1) catch _:_ -> ok end,
+    _ = tracekit:stop(T),
+    ?assertMatch([_], filelib:wildcard(Left)),
+    {ok, P2, Node} = peer:start(#{name => Name, args => Paths}),
+    ok = filelib:ensure_path(Dir ++ "2"),
+    try
+        {ok, T2} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                                  #{nodes => [node(), Node], file => Dir ++ "2", print => false}),
+        %% Only the new trace's directory.
+        [New] = filelib:wildcard(Left),
+        ?assertNotEqual(nomatch, string:find(New, erpc:call(Node, os, getpid, []))),
+        {ok, _} = tracekit:stop(T2),
+        ?assertEqual([], filelib:wildcard(Left))
+    after
+        peer:stop(P2)
     end.
 
 wait_dead(Pids) ->
