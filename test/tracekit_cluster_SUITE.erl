@@ -19,7 +19,8 @@
          agent_killed_leaves_no_file/1, node_cannot_write_its_file/1,
          other_protocol_refused/1, older_tracekit_refused/1, frozen_node_is_late/1,
          file_counts_per_node/1, disconnection_keeps_remote_files/1,
-         remote_files_are_private/1, stopped_node_leaves_nothing_once_restarted/1]).
+         remote_files_are_private/1, stopped_node_leaves_nothing_once_restarted/1,
+         own_work_is_not_traced/1]).
 %% Called on the nodes.
 -export([tick/1, ticker/2, server/0, start_trace/2]).
 
@@ -34,7 +35,7 @@ all() ->
      agent_killed_leaves_no_file, node_cannot_write_its_file,
      other_protocol_refused, older_tracekit_refused, frozen_node_is_late,
      file_counts_per_node, disconnection_keeps_remote_files, remote_files_are_private,
-     stopped_node_leaves_nothing_once_restarted].
+     stopped_node_leaves_nothing_once_restarted, own_work_is_not_traced].
 
 init_per_suite(Config) ->
     case node() of
@@ -727,6 +728,47 @@ stopped_node_leaves_nothing_once_restarted(Config) ->
         ?assertEqual([], filelib:wildcard(Left))
     after
         peer:stop(P2)
+    end.
+
+%%% tracekit's own work -----------------------------------------------------------
+
+%% Every function of the modules tracekit uses, traced in every process of
+%% two nodes (printed and collected): no event comes from tracekit's own
+%% processes on either node, nor from the process that starts and stops
+%% the trace.
+own_work_is_not_traced(Config) ->
+    Io = ?config(io, Config),
+    [{_, Node}] = Peers = peers(1),
+    try
+        [begin
+             {ok, T} = tracekit:calls(atom_to_list(M) ++ ":_",
+                                      #{nodes => [node(), Node], print => Print, io => Io,
+                                        max_events => infinity, max_time => infinity}),
+             %% (Asked by another process: this one only starts, waits
+             %% and stops, being traced too.)
+             Self = self(),
+             spawn(fun() -> Self ! {own, erpc:call(Node, tracekit_own, processes, [])
+                                          ++ tracekit_own:processes()} end),
+             Own = receive {own, O} -> O end,
+             receive after 50 -> ok end,
+             {ok, Summary} = tracekit:stop(T),
+             Pids = case Summary of
+                        #{events := Es} -> lists:usort([element(2, E) || E <- Es]);
+                        #{} -> lists:usort([P || L <- tk_capture:lines(Io),
+                                                 {match, [P]} <- [re:run(L, "^\\S+ [0-9:.]+ (<[0-9.]+>)",
+                                                                         [{capture, all_but_first, list}])]])
+                    end,
+             ct:log("~w (print ~w): ~w; tracekit's ~w", [M, Print, Pids, Own]),
+             ?assertEqual([], [P || P <- Pids, lists:member(P, [T, self() | Own])
+                                       orelse (is_list(P) andalso
+                                               lists:member(P, [pid_to_list(X) || X <- [T, self() | Own],
+                                                                                   node(X) =:= node()]))]),
+             tk_capture:clear(Io)
+         end || M <- [lists, maps, ets, io_lib, gen_server, erpc, timer, proplists, unicode, file],
+                Print <- [true, false]],
+        ok
+    after
+        stop_peers(Peers)
     end.
 
 wait_dead(Pids) ->

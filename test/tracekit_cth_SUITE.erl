@@ -16,7 +16,7 @@
          hook_errors_do_not_fail_cases/1, timetrap_kill_is_recorded/1,
          skipped_case_leaves_nothing/1, nothing_left_in_the_node/1,
          options_are_checked/1, calls_with_flag_actions/1, bad_options_record_nothing/1,
-         html_report_of_failing_case/1]).
+         html_report_of_failing_case/1, own_work_is_not_recorded/1]).
 %% Run on a peer node by the cases.
 -export([run_hook/2]).
 
@@ -26,7 +26,7 @@ all() ->
      group_options_apply, link_in_case_log, hook_errors_do_not_fail_cases,
      timetrap_kill_is_recorded, skipped_case_leaves_nothing,
      nothing_left_in_the_node, options_are_checked, calls_with_flag_actions,
-     bad_options_record_nothing, html_report_of_failing_case].
+     bad_options_record_nothing, html_report_of_failing_case, own_work_is_not_recorded].
 
 %% One run of the sample suite for all the cases here.
 init_per_suite(Config) ->
@@ -82,7 +82,7 @@ contains(Text, Part) ->
 
 failing_case_leaves_its_trace(Config) ->
     %% 3 passing cases, 4 failing ones, 1 skipped by its init_per_testcase.
-    ?assertMatch({3, 4, {1, 0}}, ?config(result, Config)),
+    ?assertMatch({3, 5, {1, 0}}, ?config(result, Config)),
     Names = [filename:basename(F) || F <- trace_files(Config, failing_case)],
     ?assertEqual(["tracekit_cth_sample_suite.failing_case.tracekit.html",
                   "tracekit_cth_sample_suite.failing_case.tracekit.messages.mmd",
@@ -225,7 +225,7 @@ skipped_case_leaves_nothing(Config) ->
 %% left in the node.
 nothing_left_in_the_node(Config) ->
     {Sessions, Rings, SeqTracer} = ?config(left, Config),
-    ?assertEqual([], [S || {tracekit_cth, _} = S <- Sessions]),
+    ?assertEqual([], [S || {Name, _} = S <- Sessions, Name =:= tracekit orelse Name =:= tracekit_cth]),
     ?assertEqual(0, Rings),
     ?assertEqual(false, SeqTracer).
 
@@ -354,3 +354,21 @@ html_report_of_failing_case(Config) ->
 
 text_of(Node, Path) ->
     lists:flatten([V || #xmlText{value = V} <- xmerl_xpath:string(Path ++ "//text()", Node)]).
+
+%% A case that traces every function of the modules tracekit uses: the
+%% processes of the hook's recording (the case wrote them down) have no
+%% line in its trace, and the case's own calls are there.
+own_work_is_not_recorded(Config) ->
+    Text = read(Config, own_work_case, ".txt"),
+    [Priv] = filelib:wildcard(filename:join(?config(run_dir, Config),
+                                            "log_private/own_pids")),
+    {ok, OwnText} = file:read_file(Priv),
+    Own = string:split(unicode:characters_to_list(OwnText), " ", all),
+    Lines = string:split(Text, "\n", all),
+    Pids = lists:usort([P || L <- Lines,
+                             {match, [P]} <- [re:run(L, "^[0-9:.]+ (<[0-9.]+>)",
+                                                     [{capture, all_but_first, list}])]]),
+    ct:log("tracekit's ~p; in the trace ~p", [Own, Pids]),
+    ?assert(length(Own) >= 2),
+    ?assertEqual([], [P || P <- Pids, lists:member(P, Own)]),
+    ?assert(lists:any(fun(L) -> contains(L, "lists:seq(1, 3)") end, Lines)).
