@@ -44,6 +44,10 @@
 %% Tries, 200 ms apart, at starting on a node that just connected (its
 %% code path may not be set yet).
 -define(JOIN_TRIES, 5).
+%% Tries, RECONNECT_MS apart, at fetching the file of a node whose
+%% connection was lost.
+-define(RECONNECT_TRIES, 10).
+-define(RECONNECT_MS, 300).
 
 -record(node, {name :: node(),
                agent :: pid(),
@@ -646,15 +650,9 @@ fetch(#nodes{nodes = Ns}, Dir) ->
                         %% still run (the connection was lost, maybe by
                         %% global's doing).
                         Path = in_dir(Dir, Name),
-                        case reconnect(N) of
-                            {ok, N1} ->
-                                case fetch_one(N1, Path, Dir) of
-                                    ok -> _ = tracekit_proto:let_go(N1#node.agent),
-                                          {[Path | Ok], Bad};
-                                    {error, Why} -> {Ok, [{Name, Why} | Bad]}
-                                end;
-                            error ->
-                                {Ok, [{Name, {down, noconnection}} | Bad]}
+                        case fetch_again(N, Path, Dir, ?RECONNECT_TRIES) of
+                            ok -> {[Path | Ok], Bad};
+                            {error, Why} -> {Ok, [{Name, Why} | Bad]}
                         end;
                    (#node{name = Name, state = down, why = Why}, {Ok, Bad}) ->
                         {Ok, [{Name, {down, Why}} | Bad]};
@@ -662,10 +660,23 @@ fetch(#nodes{nodes = Ns}, Dir) ->
                         {Ok, [{Name, late} | Bad]}
                 end, {[], []}, lists:keysort(#node.name, maps:values(Ns))).
 
-reconnect(#node{name = Name, agent = A} = N) ->
-    case net_kernel:connect_node(Name) of
-        true -> {ok, N#node{mon = monitor(process, A)}};
-        _ -> error
+%% A node whose connection was lost, connected again to fetch its file.
+%% Connecting again can make global disconnect it once more (to prevent
+%% overlapping partitions) while the cluster settles: a few tries.
+fetch_again(#node{name = Name, agent = A} = N, Path, Dir, Tries) ->
+    Result = case net_kernel:connect_node(Name) of
+                 true -> fetch_one(N#node{mon = monitor(process, A)}, Path, Dir);
+                 _ -> {error, {down, noconnection}}
+             end,
+    case Result of
+        ok ->
+            _ = tracekit_proto:let_go(A),
+            ok;
+        {error, _} when Tries > 1 ->
+            timer:sleep(?RECONNECT_MS),
+            fetch_again(N, Path, Dir, Tries - 1);
+        {error, _} = E ->
+            E
     end.
 
 fetch_one(#node{name = Name}, _Path, _Dir) when Name =:= node() ->
