@@ -21,7 +21,9 @@
 %% sequence diagrams `<case log>.tracekit.messages.mmd' and
 %% `<case log>.tracekit.seq.mmd', and links them from the case's log.
 %% Passing cases leave nothing behind. The hook never fails a test: its
-%% own errors are logged.
+%% own errors are logged. With no options (`{ct_hooks, [tracekit_cth]}')
+%% it records the messages, process events and seq_trace flow of the test
+%% case process, and says once, in the log of the suite, what it records.
 %%
 %% Options (a map; all optional):
 %% <dl>
@@ -31,10 +33,10 @@
 %%   pids, registered names, and `testcase' for the test case process
 %%   (default `[testcase]'). Names are looked up when the case starts.</dd>
 %% <dt>`messages'</dt><dd>trace their sends and receives (default
-%%   false).</dd>
-%% <dt>`procs'</dt><dd>trace their process events (default false).</dd>
+%%   true).</dd>
+%% <dt>`procs'</dt><dd>trace their process events (default true).</dd>
 %% <dt>`seq_trace'</dt><dd>put a seq_trace token on the test case process
-%%   and record the messages it leads to (default false). This uses the
+%%   and record the messages it leads to (default true). This uses the
 %%   node's one system seq tracer while the case runs.</dd>
 %% <dt>`events'</dt><dd>how many of the last events to keep (default
 %%   1000).</dd>
@@ -87,8 +89,8 @@
                   groups => #{atom() => opts()},
                   testcases => #{atom() => opts()}}.
 
--define(DEFAULTS, #{calls => [], processes => [testcase], messages => false,
-                    procs => false, seq_trace => false, events => 1000,
+-define(DEFAULTS, #{calls => [], processes => [testcase], messages => true,
+                    procs => true, seq_trace => true, events => 1000,
                     ring_size => 1 bsl 20, always => false, depth => 20,
                     line_length => 240, records => true}).
 -define(KEYS, [calls, processes, messages, procs, seq_trace, events,
@@ -108,6 +110,7 @@ id(_Opts) ->
 %% @private
 -spec init(term(), term()) -> {ok, #state{}}.
 init(_Id, Opts) when is_map(Opts) ->
+    say_what(Opts),
     {ok, #state{opts = Opts}};
 init(Id, Opts) when is_list(Opts) ->
     try maps:from_list(Opts) of
@@ -121,6 +124,43 @@ init(_Id, Opts) ->
 ignore(Opts) ->
     log_error("ignoring the options ~0tP: they must be a map", [Opts, 10]),
     {ok, #state{opts = #{}}}.
+
+%% What the hook records in every case (groups and cases may change it):
+%% said once, when it starts.
+say_what(Opts) ->
+    case check_options(maps:without([groups, testcases], Opts)) of
+        {ok, #{calls := Calls, processes := Ps, messages := M, procs := P, seq_trace := Seq,
+               events := N} = O} ->
+            What = [["the messages" || M], ["the process events" || P]],
+            Of = [case X of testcase -> "the test case process"; _ -> io_lib:format("~0tp", [X]) end
+                  || X <- Ps],
+            Parts = [[lists:join(" and ", [W || W <- What, W =/= []]), " of ",
+                      lists:join(", ", Of)] || M orelse P]
+                ++ [io_lib:format("the calls of ~ts", [lists:join(", ", [io_lib:format("~0tp", [C]) || C <- calls_list(Calls)])])
+                    || Calls =/= []]
+                ++ ["the seq_trace flow the test case process starts" || Seq],
+            Where = case O of #{nodes := Nodes} -> io_lib:format(" on this node and ~0tp", [Nodes]);
+                              _ -> "" end,
+            info("tracekit_cth records in each test case ~ts~ts (the last ~w events), and "
+                 "writes them beside the case's log when it fails",
+                 [lists:join("; ", Parts), Where, N]);
+        {error, _} ->
+            ok                                  % said for each case
+    end.
+
+calls_list(L) when is_list(L) ->
+    case io_lib:printable_unicode_list(L) of
+        true -> [L];
+        false -> L
+    end;
+calls_list(C) ->
+    [C].
+
+info(Fmt, Args) ->
+    Text = io_lib:format(Fmt, Args),
+    try ct:log("~ts", [Text])
+    catch _:_ -> logger:info("~ts", [Text])
+    end.
 
 %% @private
 post_init_per_testcase(Suite, TC, Config, Return, State) ->
