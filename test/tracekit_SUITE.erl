@@ -28,7 +28,7 @@
          caller_and_stack/1, records_of_the_modules_traced/1,
          records_of_a_module_without_debug_info/1, records_of_a_server/1,
          short_refs_in_calls/1, colour_when_asked/1, new_options_are_checked/1,
-         maps_in_patterns_select/1]).
+         maps_in_patterns_select/1, own_work_is_not_traced/1]).
 %% Traced by the cases.
 -export([double/1, boom/1, tick/1, handle/2, outer/1, middle/1]).
 %% A server whose state is a record.
@@ -65,7 +65,7 @@ all() ->
      caller_and_stack, records_of_the_modules_traced,
      records_of_a_module_without_debug_info, records_of_a_server,
      short_refs_in_calls, colour_when_asked, new_options_are_checked,
-     maps_in_patterns_select].
+     maps_in_patterns_select, own_work_is_not_traced].
 
 init_per_testcase(Case, Config) ->
     Io = tk_capture:start(),
@@ -1072,3 +1072,40 @@ maps_in_patterns_select(Config) ->
                  Selected("tracekit_SUITE:handle(#{x := 1}, _)")),
     ?assertEqual([{#{op => get, k => 1}, a}, {#{x => 1, y => 2}, x}],
                  Selected("tracekit_SUITE:handle(M, _) when map_size(M) =:= 2")).
+
+%%% tracekit's own work ------------------------------------------------------
+
+%% Every function of the modules tracekit itself uses, traced in every
+%% process (printed, and collected): no event comes from tracekit's own
+%% processes, nor from the caller's process, which only starts and stops
+%% the trace; the calls of a process of the test's are all there.
+own_work_is_not_traced(Config) ->
+    Mods = [lists, maps, ets, io_lib, gen_server, erpc, timer, proplists, unicode, file],
+    [own_work(Config, M, Print) || M <- Mods, Print <- [true, false]],
+    ok.
+
+own_work(Config, M, Print) ->
+    Spec = atom_to_list(M) ++ ":_",
+    {ok, T} = tracekit:calls(Spec, opts(Config, #{print => Print, max_events => infinity,
+                                                 max_time => infinity})),
+    Self = self(),
+    Helper = spawn(fun() -> Self ! {own, tracekit_own:processes()} end),
+    Own = receive {own, O} -> O end,
+    %% (Only receive here: the calling process is traced too.)
+    receive after 50 -> ok end,
+    {ok, Summary} = tracekit:stop(T),
+    Pids = case Summary of
+               #{events := Es} -> lists:usort([element(2, E) || E <- Es]);
+               #{} -> printed_pids(?config(io, Config))
+           end,
+    ct:log("~s (print ~p): ~p events of ~p; tracekit's: ~p",
+           [Spec, Print, maps:get(shown, Summary), Pids, Own]),
+    ?assertEqual([], [P || P <- Pids, lists:member(P, [T, Self | Own])]),
+    %% (The process that asked for tracekit's processes was traced.)
+    ?assert(M =/= ets orelse lists:member(Helper, Pids) orelse Print),
+    tk_capture:clear(?config(io, Config)).
+
+printed_pids(Io) ->
+    lists:usort([list_to_pid(P) || L <- tk_capture:lines(Io),
+                                   {match, [P]} <- [re:run(L, "^[0-9:.]+ (<[0-9.]+>)",
+                                                           [{capture, all_but_first, list}])]]).
