@@ -65,6 +65,9 @@ B := build/erts-$(ERTS_VSN)
 export REBAR_BASE_DIR := $(CURDIR)/_build/otp$(OTP_REL)
 endif
 REBAR ?= rebar3
+# Warnings are errors in every Erlang compile of this project's builds and
+# tests (rebar.config leaves them warnings, for dependents).
+export ERL_COMPILER_OPTIONS := [warnings_as_errors]
 
 # ---- C: what c_src/build.sh builds ---------------------------------------------
 # The rooms of c_src/ (README.md, "Design: the layout"): lib, nif/common and
