@@ -53,12 +53,22 @@
 -define(SCHED_TID, 1000000).
 -define(MAX_PENDING, 65536).
 -define(FLUSH_BYTES, 65536).
+%% The texts of the atoms met during an export (the process dictionary's,
+%% for the run of an export only).
+-define(ATOM_TEXTS, {?MODULE, atom_texts}).
+%% The least heap (words) of the process during an export: an event makes
+%% many small terms, and a small heap collects them too often (a million
+%% events: about half the CPU time).
+-define(EXPORT_HEAP, 1 bsl 20).
 
 %% The process the events are about, as the exports track it.
 -record(proc, {id :: pid() | port(),
                node :: atom(),
                np = 0 :: non_neg_integer(),
                tid :: pos_integer(),
+               %% "pid":P,"tid":T of its tracks (Chrome), made once
+               ids = <<>> :: binary(),
+               sched_ids = <<>> :: binary(),
                label :: binary(),
                announced = none :: none | binary(),
                sched = none :: none | binary(),
@@ -68,10 +78,10 @@
                last = 0 :: integer()}).
 
 %% Messages sent and not yet received: Key => [{Seq, Receiver, Id}]
-%% oldest first, with the order of the sends for forgetting the oldest.
+%% oldest first, and Seq => Key for forgetting the oldest. Only sends not
+%% received are held.
 -record(pending, {map = #{} :: #{term() => [{integer(), term(), pos_integer()}]},
-                  order = queue:new() :: queue:queue({integer(), term()}),
-                  order_len = 0 :: non_neg_integer(),
+                  order = gb_trees:empty() :: gb_trees:tree(integer(), term()),
                   count = 0 :: non_neg_integer(),
                   seq = 0 :: non_neg_integer()}).
 
@@ -186,13 +196,14 @@ source_kind(L) ->
 -spec time_us(integer()) -> binary().
 time_us(Ns) when Ns < 0 ->
     <<"-", (time_us(-Ns))/binary>>;
+time_us(Ns) when Ns < 10 -> <<"0.00", (integer_to_binary(Ns))/binary>>;
+time_us(Ns) when Ns < 100 -> <<"0.0", (integer_to_binary(Ns))/binary>>;
+time_us(Ns) when Ns < 1000 -> <<"0.", (integer_to_binary(Ns))/binary>>;
 time_us(Ns) ->
-    iolist_to_binary([integer_to_binary(Ns div 1000), $.,
-                      pad3(Ns rem 1000)]).
-
-pad3(N) when N < 10 -> [$0, $0, integer_to_binary(N)];
-pad3(N) when N < 100 -> [$0, integer_to_binary(N)];
-pad3(N) -> integer_to_binary(N).
+    B = integer_to_binary(Ns),
+    Int = byte_size(B) - 3,
+    <<I:Int/binary, F:3/binary>> = B,
+    <<I/binary, $., F/binary>>.
 
 %%% ---- running an export --------------------------------------------------------
 
@@ -238,6 +249,8 @@ run2(Source, Dest, Opts, St00) ->
     case open_dest(Dest) of
         {ok, Out, Close} ->
             St0 = St00#st{out = Out, names = maps:get(names, Opts, #{})},
+            _ = put(?ATOM_TEXTS, #{}),
+            Heap = process_flag(min_heap_size, ?EXPORT_HEAP),
             try
                 St1 = start(St0),
                 Fun = fun(E, St) -> event(E, St) end,
@@ -253,6 +266,8 @@ run2(Source, Dest, Opts, St00) ->
             catch
                 throw:{tracekit_export, Why} -> {error, Why}
             after
+                _ = erase(?ATOM_TEXTS),
+                _ = process_flag(min_heap_size, Heap),
                 Close()
             end;
         {error, _} = Error ->
@@ -309,7 +324,8 @@ flush(#st{buf = Buf, out = Out} = St, _Last) ->
     end.
 
 write_out({raw, Fd}, Data) ->
-    file:write(Fd, Data);
+    %% One binary: a write of thousands of small pieces costs more.
+    file:write(Fd, iolist_to_binary(Data));
 write_out({io, Dev}, Data) ->
     try io:put_chars(Dev, iolist_to_binary(Data))
     catch error:Why -> {error, Why}
@@ -607,8 +623,9 @@ proc(Id, Node, #st{procs = Procs} = St) ->
                       #{Id := T} -> T;
                       _ -> maps:get(Node, St#st.ntids, 0) + 1
                   end,
-            P = #proc{id = Id, node = Node, np = maps:get(Node, St#st.node_ranks, 0), tid = Tid,
-                      label = label(Id, St)},
+            NP = maps:get(Node, St#st.node_ranks, 0),
+            P = #proc{id = Id, node = Node, np = NP, tid = Tid, label = label(Id, St),
+                      ids = ids(NP, Tid), sched_ids = ids(NP, Tid + ?SCHED_TID)},
             {P, St#st{procs = Procs#{Id => P}, ntids = (St#st.ntids)#{Node => Tid}}}
     end.
 
@@ -732,7 +749,16 @@ apply_event(Mode, P, #{kind := trace, tag := exit} = Ev, St) ->
     {P#proc{stack = []}, ends(Mode, P, Ev, P#proc.stack, St1)};
 apply_event(folded, P, _Ev, St) ->
     {P, St};
-apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{mfa, V}]} = Ev, St)
+apply_event(chrome, P, #{tag := Tag} = Ev, St)
+  when Tag =:= in; Tag =:= in_exiting; Tag =:= out; Tag =:= out_exiting; Tag =:= out_exited;
+       Tag =:= gc_minor_start; Tag =:= gc_major_start; Tag =:= gc_minor_end;
+       Tag =:= gc_major_end ->
+    sched_event(P, Ev, St);
+apply_event(chrome, P, Ev, St) ->
+    msg_event(P, Ev, St).
+
+%% Chrome: scheduling and garbage collection, on the scheduling track.
+sched_event(P, #{kind := trace, tag := Tag, fields := [{mfa, V}]} = Ev, St)
   when Tag =:= in; Tag =:= in_exiting ->
     case P#proc.running of
         none ->
@@ -742,7 +768,7 @@ apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{mfa, V}]} = Ev, 
         _ ->
             {P, St}
     end;
-apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{mfa, V}]} = Ev, St)
+sched_event(P, #{kind := trace, tag := Tag, fields := [{mfa, V}]} = Ev, St)
   when Tag =:= out; Tag =:= out_exiting; Tag =:= out_exited ->
     case P#proc.running of
         none ->
@@ -753,7 +779,7 @@ apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{mfa, V}]} = Ev, 
              out_event(sched_slice(<<"E">>, P, Ev, <<"sched">>, <<"running">>,
                                    [{<<"in">>, In}, {<<"out">>, MFA}]), St)}
     end;
-apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{info, {term, I}}]} = Ev, St)
+sched_event(P, #{kind := trace, tag := Tag, fields := [{info, {term, I}}]} = Ev, St)
   when Tag =:= gc_minor_start; Tag =:= gc_major_start; Tag =:= gc_minor_end; Tag =:= gc_major_end ->
     {Name, Phase} = case Tag of
                         gc_minor_start -> {<<"gc_minor">>, start};
@@ -773,7 +799,11 @@ apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{info, {term, I}}
         _ ->
             {P, St}
     end;
-apply_event(chrome, P, #{kind := trace, tag := send, fields := [{msg, {term, Msg}}, {to, {term, To}}]} = Ev, St) ->
+sched_event(P, Ev, St) ->
+    {P, out_event(instant(P, Ev), St)}.
+
+%% Chrome: messages and the instants of the other events, on the main track.
+msg_event(P, #{kind := trace, tag := send, fields := [{msg, {term, Msg}}, {to, {term, To}}]} = Ev, St) ->
     Node = P#proc.node,
     St1 = out_event(slice(<<"X">>, P, Ev, <<"msg">>, <<"send">>,
                           [{<<"msg">>, text(Msg, Node)}, {<<"to">>, text(To, Node)}]), St),
@@ -781,12 +811,12 @@ apply_event(chrome, P, #{kind := trace, tag := send, fields := [{msg, {term, Msg
     Receiver = receiver(To, St1),
     St2 = St1#st{flow = Id, msgs = pend(Msg, Receiver, Id, St1#st.msgs)},
     {P, out_event(flow(<<"s">>, P, Ev, <<"msg">>, <<"message">>, Id), St2)};
-apply_event(chrome, P, #{kind := trace, tag := send_to_non_existing_process,
+msg_event(P, #{kind := trace, tag := send_to_non_existing_process,
                          fields := [{msg, {term, Msg}}, {to, {term, To}}]} = Ev, St) ->
     Node = P#proc.node,
     {P, out_event(slice(<<"X">>, P, Ev, <<"msg">>, <<"send (no such process)">>,
                         [{<<"msg">>, text(Msg, Node)}, {<<"to">>, text(To, Node)}]), St)};
-apply_event(chrome, P, #{kind := trace, tag := 'receive', fields := [{msg, {term, Msg}}]} = Ev, St) ->
+msg_event(P, #{kind := trace, tag := 'receive', fields := [{msg, {term, Msg}}]} = Ev, St) ->
     St1 = out_event(slice(<<"X">>, P, Ev, <<"msg">>, <<"receive">>,
                           [{<<"msg">>, text(Msg, P#proc.node)}]), St),
     case unpend(Msg, P#proc.id, St1#st.msgs) of
@@ -794,7 +824,7 @@ apply_event(chrome, P, #{kind := trace, tag := 'receive', fields := [{msg, {term
         {Id, Msgs} -> {P, out_event(flow(<<"f">>, P, Ev, <<"msg">>, <<"message">>, Id),
                                     St1#st{msgs = Msgs})}
     end;
-apply_event(chrome, P, #{kind := seq_trace, tag := Tag,
+msg_event(P, #{kind := seq_trace, tag := Tag,
                          fields := [{label, {term, L}}, {serial, {serial, Last, Ser}},
                                     {from, {term, From}}, {to, {term, To}}, {msg, {term, Msg}}]} = Ev,
             St) ->
@@ -821,7 +851,7 @@ apply_event(chrome, P, #{kind := seq_trace, tag := Tag,
         print ->
             {P, out_event(instant_obj(P, Ev, <<"seq print">>, Common), St)}
     end;
-apply_event(chrome, P, Ev, St) ->
+msg_event(P, Ev, St) ->
     {P, out_event(instant(P, Ev), St)}.
 
 chrome_out(chrome, Fun, St) -> out_event(Fun(), St);
@@ -884,62 +914,39 @@ pend(Key, Receiver, Id, #pending{count = C, seq = S} = Pd0) ->
              false -> Pd0
          end,
     Entry = {S, Receiver, Id},
-    Q1 = queue:in({S, Key}, Pd#pending.order),
-    Pd1 = Pd#pending{map = maps:update_with(Key, fun(L) -> L ++ [Entry] end, [Entry],
-                                            Pd#pending.map),
-                     order = Q1, order_len = Pd#pending.order_len + 1,
-                     count = Pd#pending.count + 1, seq = S + 1},
-    compact(Pd1).
+    Pd#pending{map = maps:update_with(Key, fun(L) -> L ++ [Entry] end, [Entry], Pd#pending.map),
+               order = gb_trees:insert(S, Key, Pd#pending.order),
+               count = Pd#pending.count + 1, seq = S + 1}.
 
-forget_oldest(#pending{map = Map, order = Q0, order_len = Len} = Pd0) ->
-    {{value, {S, Key}}, Q1} = queue:out(Q0),
-    Pd = Pd0#pending{order_len = Len - 1},
-    case Map of
-        #{Key := L} ->
-            case lists:keytake(S, 1, L) of
-                {value, _, []} ->
-                    Pd#pending{map = maps:remove(Key, Map), order = Q1, count = Pd#pending.count - 1};
-                {value, _, L1} ->
-                    Pd#pending{map = Map#{Key := L1}, order = Q1, count = Pd#pending.count - 1};
-                false ->
-                    forget_oldest(Pd#pending{order = Q1})
-            end;
-        _ ->
-            forget_oldest(Pd#pending{order = Q1})
-    end.
+forget_oldest(#pending{map = Map, order = Order} = Pd) ->
+    {S, Key, Order1} = gb_trees:take_smallest(Order),
+    Map1 = case lists:keydelete(S, 1, maps:get(Key, Map)) of
+               [] -> maps:remove(Key, Map);
+               L -> Map#{Key := L}
+           end,
+    Pd#pending{map = Map1, order = Order1, count = Pd#pending.count - 1}.
 
-%% The order queue keeps entries of sends received since; rebuilt when it
-%% holds more than twice the pending ones.
-compact(#pending{order = Q, order_len = Len, map = Map} = Pd) ->
-    case Len > 2 * ?MAX_PENDING of
-        true ->
-            Live = fun({S, K}) ->
-                           case Map of
-                               #{K := L} -> lists:keymember(S, 1, L);
-                               _ -> false
-                           end
-                   end,
-            Q1 = queue:filter(Live, Q),
-            Pd#pending{order = Q1, order_len = queue:len(Q1)};
-        false ->
-            Pd
-    end.
-
-unpend(Key, Receiver, #pending{map = Map} = Pd) ->
+unpend(Key, Receiver, #pending{map = Map, order = Order} = Pd) ->
     case Map of
         #{Key := L} ->
             case take_first(L, Receiver, []) of
-                none -> none;
-                {Id, []} -> {Id, Pd#pending{map = maps:remove(Key, Map), count = Pd#pending.count - 1}};
-                {Id, L1} -> {Id, Pd#pending{map = Map#{Key := L1}, count = Pd#pending.count - 1}}
+                none ->
+                    none;
+                {S, Id, L1} ->
+                    Map1 = case L1 of
+                               [] -> maps:remove(Key, Map);
+                               _ -> Map#{Key := L1}
+                           end,
+                    {Id, Pd#pending{map = Map1, order = gb_trees:delete(S, Order),
+                                    count = Pd#pending.count - 1}}
             end;
         _ ->
             none
     end.
 
 take_first([], _R, _Acc) -> none;
-take_first([{_, To, Id} | T], R, Acc) when To =:= R; To =:= any ->
-    {Id, lists:reverse(Acc, T)};
+take_first([{S, To, Id} | T], R, Acc) when To =:= R; To =:= any ->
+    {S, Id, lists:reverse(Acc, T)};
 take_first([E | T], R, Acc) ->
     take_first(T, R, [E | Acc]).
 
@@ -967,24 +974,25 @@ close_proc(#proc{last = T} = P, St) ->
 
 %%% ---- Chrome objects -------------------------------------------------------------
 
-ids(#proc{np = NP, tid = Tid}, Offset) ->
-    [<<"\"pid\":">>, integer_to_binary(NP), <<",\"tid\":">>, integer_to_binary(Tid + Offset)].
+ids(NP, Tid) ->
+    iolist_to_binary([<<"\"pid\":">>, integer_to_binary(NP), <<",\"tid\":">>,
+                      integer_to_binary(Tid)]).
 
 slice(Ph, P, #{time := T}, Cat, Name, Args) ->
-    [<<"{\"ph\":\"">>, Ph, <<"\",">>, ids(P, 0), <<",\"ts\":">>, time_us(T),
+    [<<"{\"ph\":\"">>, Ph, <<"\",">>, P#proc.ids, <<",\"ts\":">>, time_us(T),
            case Ph of <<"X">> -> <<",\"dur\":0.000">>; _ -> <<>> end,
            <<",\"cat\":\"">>, Cat, <<"\",\"name\":">>, json_string(Name),
            opt_args(Args), <<"}">>].
 
 sched_slice(Ph, P, #{time := T}, Cat, Name, Args) ->
-    [<<"{\"ph\":\"">>, Ph, <<"\",">>, ids(P, ?SCHED_TID), <<",\"ts\":">>, time_us(T),
+    [<<"{\"ph\":\"">>, Ph, <<"\",">>, P#proc.sched_ids, <<",\"ts\":">>, time_us(T),
            <<",\"cat\":\"">>, Cat, <<"\",\"name\":\"">>, Name,
            <<"\"">>, opt_args(Args), <<"}">>].
 
 flow(Ph, P, #{time := T}, Cat, Name, Id) ->
     [<<"{\"ph\":\"">>, Ph, <<"\",">>,
            case Ph of <<"f">> -> <<"\"bp\":\"e\",">>; _ -> <<>> end,
-           ids(P, 0), <<",\"ts\":">>, time_us(T),
+           P#proc.ids, <<",\"ts\":">>, time_us(T),
            <<",\"cat\":\"">>, Cat, <<"\",\"name\":\"">>, Name, <<"\",\"id\":">>,
            integer_to_binary(Id), <<"}">>].
 
@@ -999,7 +1007,7 @@ instant(P, #{tag := Tag0, fields := Fields, rest := Rest} = Ev) ->
     instant_obj(P, Ev, atom_to_binary(Tag), Args ++ RestArg).
 
 instant_obj(P, #{time := T}, Name, Args) ->
-    [<<"{\"ph\":\"i\",\"s\":\"t\",">>, ids(P, 0), <<",\"ts\":">>, time_us(T),
+    [<<"{\"ph\":\"i\",\"s\":\"t\",">>, P#proc.ids, <<",\"ts\":">>, time_us(T),
            <<",\"cat\":\"proc\",\"name\":">>, json_string(Name),
            <<",\"args\":">>, args(Args), <<"}">>].
 
@@ -1211,6 +1219,18 @@ char_esc(C, _) when C < 128 -> C;
 char_esc(C, _) -> unicode:characters_to_binary([C]).
 
 atom_text(A) ->
+    case get(?ATOM_TEXTS) of
+        #{A := Text} ->
+            Text;
+        undefined ->
+            atom_text1(A);
+        Texts ->
+            Text = iolist_to_binary(atom_text1(A)),
+            _ = put(?ATOM_TEXTS, Texts#{A => Text}),
+            Text
+    end.
+
+atom_text1(A) ->
     Name = atom_to_binary(A),
     case unquoted(Name) andalso not reserved(A) of
         true -> Name;

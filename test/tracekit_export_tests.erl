@@ -512,3 +512,82 @@ pending_bound_test_() ->
              #{<<"traceEvents">> := Ts} = json:decode(Bin),
              ?assertEqual([11, N], [Id || #{<<"ph">> := <<"f">>, <<"id">> := Id} <- Ts])
      end}.
+
+%%% ---- any terms -----------------------------------------------------------------------
+
+%% Events of every shape, and terms that are none (what anyone may pass;
+%% a list is taken for events when it begins with a tuple): every export
+%% is whole (JSON that parses, a line per term, folded
+%% lines of a stack and a weight) and the report a page that parses as
+%% XML with a row per term.
+any_terms_test_() ->
+    {timeout, 120,
+     fun() ->
+             [begin
+                  rand:seed(exsss, {Seed, 5, 7}),
+                  Terms = [{trace, self(), 'receive', first}
+                           | [any_event() || _ <- lists:seq(1, 1499)]],
+                  {ok, C} = export(chrome, Terms),
+                  #{<<"traceEvents">> := _, <<"otherData">> := #{<<"events">> := 1500}} =
+                      json:decode(C),
+                  {ok, J} = export(jsonl, Terms),
+                  JL = binary:split(J, <<"\n">>, [global, trim]),
+                  ?assertEqual(lists:seq(1, 1500), [maps:get(<<"i">>, json:decode(L)) || L <- JL]),
+                  {ok, F} = export(folded, Terms),
+                  [?assertMatch({match, _}, re:run(L, "^.+ [0-9]+$", [unicode]))
+                   || L <- binary:split(F, <<"\n">>, [global, trim])],
+                  {ok, Html, #{rows := 1500}} = tracekit_report:html(Terms, #{}),
+                  {Doc, []} = xmerl_scan:string(binary_to_list(Html), [{quiet, true}]),
+                  ?assertEqual(1500, length(xmerl_xpath:string("//table[@id='event-table']/tbody/tr",
+                                                               Doc)))
+              end || Seed <- lists:seq(1, 4)]
+     end}.
+
+any_event() ->
+    P = case rand:uniform(5) of
+            1 -> hd(erlang:ports());
+            2 -> any_term(1);
+            _ -> c:pid(0, 80 + rand:uniform(5), 0)
+        end,
+    Tag = lists:nth(rand:uniform(24), [send, 'receive', call, return_from, exception_from,
+                                       return_to, spawn, spawned, exit, link, unlink, register,
+                                       in, out, out_exited, gc_minor_start, gc_minor_end,
+                                       gc_major_start, open, closed, odd_tag, 'quoted tag',
+                                       send_to_non_existing_process, getting_linked]),
+    Term = case rand:uniform(4) of
+               1 -> {lists:nth(rand:uniform(3), [m, 'M', 42]), f,
+                     lists:nth(rand:uniform(4), [any_term(2), [8], 2, '...'])};
+               _ -> any_term(3)
+           end,
+    Ts = lists:nth(rand:uniform(5), [{1, rand:uniform(1000000), rand:uniform(999999)},
+                                     rand:uniform(1 bsl 40), {rand:uniform(100), 3},
+                                     any_term(1), -5]),
+    Rest = [any_term(2) || _ <- lists:seq(1, rand:uniform(3) - 1)],
+    case rand:uniform(8) of
+        1 -> list_to_tuple([trace, P, Tag, Term | Rest]);
+        2 -> {seq_trace, any_term(1), {lists:nth(rand:uniform(3), [send, 'receive', print]),
+                                       {rand:uniform(9), rand:uniform(9)}, P, P, any_term(2)}};
+        3 -> {seq_trace, any_term(1), any_term(2), Ts};
+        4 -> any_term(3);
+        5 -> {trace, P};
+        _ -> list_to_tuple([trace_ts, P, Tag, Term | Rest] ++ [Ts])
+    end.
+
+any_term(0) -> lists:nth(rand:uniform(4), [0, a, <<>>, []]);
+any_term(D) ->
+    case rand:uniform(14) of
+        1 -> rand:uniform(1 bsl 80) - (1 bsl 79);
+        2 -> rand:uniform() * 1.0e10;
+        3 -> lists:nth(rand:uniform(6), ['', 'a b', '\n', 'é', '<b>', "\"}"]);
+        4 -> list_to_binary([rand:uniform(256) - 1 || _ <- lists:seq(1, rand:uniform(9))]);
+        5 -> [rand:uniform(300) || _ <- lists:seq(1, rand:uniform(4))];
+        6 -> list_to_tuple([any_term(D - 1) || _ <- lists:seq(1, rand:uniform(4) - 1)]);
+        7 -> [any_term(D - 1) | any_term(D - 1)];
+        8 -> maps:from_list([{any_term(D - 1), any_term(D - 1)} || _ <- lists:seq(1, rand:uniform(3))]);
+        9 -> make_ref();
+        10 -> fun() -> D end;
+        11 -> <<1:3>>;
+        12 -> {'$gen_call', {self(), [alias | make_ref()]}, any_term(D - 1)};
+        13 -> {[alias | make_ref()], any_term(D - 1)};
+        14 -> "text\n\t\"<&>"
+    end.
