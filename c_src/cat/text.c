@@ -12,8 +12,8 @@
  * WHAT the event's term by tag (two for the tags that have an extra
  * term: send, return_from, exception_from, spawn, spawned, open); REST
  * the terms after them (a match spec's result, a scheduler id), each in
- * parentheses. The line is cut at
- * the line length (characters), ending in ... when it was.
+ * parentheses. The line is cut at the line length (characters), ending
+ * in ... when it was.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +29,8 @@ typedef struct {
     sbuf *b;
 } line;
 
-static const tnode *k(const line *l, const tnode *n, uint32_t i)
+/* Element i of a container. */
+static const tnode *elem(const line *l, const tnode *n, uint32_t i)
 {
     return kid(l->to.t, n, i);
 }
@@ -60,15 +61,15 @@ static void process(line *l, const tnode *p)
 /* M:F/A when n is {M, F, A} with atoms M and F, else the term. */
 static void mfa(line *l, const tnode *n)
 {
-    if (!tuple_n(n, 3) || k(l, n, 0)->type != T_ATOM || k(l, n, 1)->type != T_ATOM) {
+    if (!tuple_n(n, 3) || elem(l, n, 0)->type != T_ATOM || elem(l, n, 1)->type != T_ATOM) {
         term(l, n);
         return;
     }
-    term_atom(l->b, k(l, n, 0));
+    term_atom(l->b, elem(l, n, 0));
     sb_ch(l->b, ':');
-    term_atom(l->b, k(l, n, 1));
+    term_atom(l->b, elem(l, n, 1));
     sb_ch(l->b, '/');
-    term(l, k(l, n, 2));
+    term(l, elem(l, n, 2));
 }
 
 /* M:F(Arg, ...) of a call or spawn: each argument a term of its own; the
@@ -76,24 +77,24 @@ static void mfa(line *l, const tnode *n)
  * number of arguments as M:F/N. */
 static void call(line *l, const tnode *n)
 {
-    const tnode *args = tuple_n(n, 3) ? k(l, n, 2) : NULL;
-    if (args == NULL || k(l, n, 0)->type != T_ATOM || k(l, n, 1)->type != T_ATOM ||
+    const tnode *args = tuple_n(n, 3) ? elem(l, n, 2) : NULL;
+    if (args == NULL || elem(l, n, 0)->type != T_ATOM || elem(l, n, 1)->type != T_ATOM ||
         !(args->type == T_LIST || args->type == T_NIL || is_atom(args, "..."))) {
         mfa(l, n);
         return;
     }
-    term_atom(l->b, k(l, n, 0));
+    term_atom(l->b, elem(l, n, 0));
     sb_ch(l->b, ':');
-    term_atom(l->b, k(l, n, 1));
+    term_atom(l->b, elem(l, n, 1));
     sb_ch(l->b, '(');
     const char *sep = "";
     while (args->type == T_LIST && l->b->len <= l->to.stop) {
         for (uint32_t i = 0; i < args->n && l->b->len <= l->to.stop; i++) {
             sb_str(l->b, sep);
-            term(l, k(l, args, i));
+            term(l, elem(l, args, i));
             sep = ", ";
         }
-        args = k(l, args, args->n);
+        args = elem(l, args, args->n);
     }
     if (is_atom(args, "...")) {
         sb_str(l->b, sep);
@@ -131,9 +132,9 @@ static size_t what(line *l, const tnode *tag, const tnode *const *f, size_t n)
             mfa(l, f[0]);
             sb_str(b, is_atom(tag, "return_from") ? " -> " : " ");
             if (is_atom(tag, "exception_from") && tuple_n(f[1], 2)) {
-                term(l, k(l, f[1], 0));
+                term(l, elem(l, f[1], 0));
                 sb_ch(b, ':');
-                term(l, k(l, f[1], 1));
+                term(l, elem(l, f[1], 1));
             } else {
                 term(l, f[1]);
             }
@@ -168,13 +169,13 @@ static void trace_event(line *l, const tnode *ev, bool ts)
     size_t n = ev->n - 3 - (ts ? 1 : 0);
     const tnode *small[8], **f = n > 8 ? xmalloc(n * sizeof *f) : small;
     for (size_t i = 0; i < n; i++)
-        f[i] = k(l, ev, 3 + (uint32_t)i);
-    process(l, k(l, ev, 1));
+        f[i] = elem(l, ev, 3 + (uint32_t)i);
+    process(l, elem(l, ev, 1));
     sb_ch(l->b, ' ');
-    atom_text(l->b, k(l, ev, 2));
+    atom_text(l->b, elem(l, ev, 2));
     if (n > 0)
         sb_ch(l->b, ' ');
-    for (size_t used = what(l, k(l, ev, 2), f, n); used < n; used++) {
+    for (size_t used = what(l, elem(l, ev, 2), f, n); used < n; used++) {
         sb_str(l->b, " (");
         term(l, f[used]);
         sb_ch(l->b, ')');
@@ -187,9 +188,9 @@ static void trace_event(line *l, const tnode *ev, bool ts)
 static void seq_event(line *l, const tnode *label, const tnode *info)
 {
     sbuf *b = l->b;
-    bool known = tuple_n(info, 5) && (is_atom(k(l, info, 0), "send") ||
-                                      is_atom(k(l, info, 0), "receive") ||
-                                      is_atom(k(l, info, 0), "print"));
+    bool known = tuple_n(info, 5) && (is_atom(elem(l, info, 0), "send") ||
+                                      is_atom(elem(l, info, 0), "receive") ||
+                                      is_atom(elem(l, info, 0), "print"));
     if (!known) {
         sb_str(b, "- seq_trace ");
         term(l, label);
@@ -197,9 +198,9 @@ static void seq_event(line *l, const tnode *label, const tnode *info)
         term(l, info);
         return;
     }
-    const tnode *kind = k(l, info, 0), *serial = k(l, info, 1);
+    const tnode *kind = elem(l, info, 0), *serial = elem(l, info, 1);
     bool recv = is_atom(kind, "receive");
-    process(l, k(l, info, recv ? 3 : 2));
+    process(l, elem(l, info, recv ? 3 : 2));
     sb_str(b, " seq_trace ");
     term(l, label);
     sb_ch(b, ' ');
@@ -207,18 +208,18 @@ static void seq_event(line *l, const tnode *label, const tnode *info)
     sb_ch(b, ' ');
     if (tuple_n(serial, 2)) {
         sb_ch(b, '[');
-        term(l, k(l, serial, 0));
+        term(l, elem(l, serial, 0));
         sb_ch(b, ',');
-        term(l, k(l, serial, 1));
+        term(l, elem(l, serial, 1));
         sb_ch(b, ']');
     } else {
         term(l, serial);
     }
     sb_ch(b, ' ');
-    term(l, k(l, info, 4));
+    term(l, elem(l, info, 4));
     if (!is_atom(kind, "print")) {
         sb_str(b, recv ? " <- " : " -> ");
-        process(l, k(l, info, recv ? 2 : 3));
+        process(l, elem(l, info, recv ? 2 : 3));
     }
 }
 
