@@ -38,11 +38,11 @@ main([Cat, Dir]) ->
             || F <- [chrome, jsonl, folded]]
         ++ [measure("tracekit_report:write/2", Events, vm(html, Tk)),
             measure("dbg:trace_client (printing)", DbgEvents, vm(dbg, Dbg))],
-    io:format("~-34s ~10s ~11s ~11s ~9s~n",
+    io:format("~-34s ~10s ~11s ~13s ~9s~n",
               ["", "events", "events/s", "events/cpu-s", "peak MiB"]),
     [case R of
          {Label, E, {ok, Wall, Cpu, Kb}} ->
-             io:format("~-34s ~10w ~11w ~11w ~9.1f~n",
+             io:format("~-34s ~10w ~11w ~13w ~9.1f~n",
                        [Label, E, round(E / max(Wall, 0.001)), round(E / max(Cpu, 0.001)),
                         Kb / 1024]);
          {Label, E, {error, Why}} ->
