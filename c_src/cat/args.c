@@ -77,6 +77,17 @@ static bool fraction(const char **p, int64_t *ns)
     return true;
 }
 
+/* Seconds and nanoseconds as nanoseconds, when they fit (years 1678 to
+ * 2261). */
+static bool to_ns(long long sec, int64_t ns, int64_t *out)
+{
+    const long long max = INT64_MAX / 1000000000LL - 1;
+    if (sec > max || sec < -max)
+        return false;
+    *out = (int64_t)sec * 1000000000LL + ns;
+    return true;
+}
+
 /* A time: seconds since the epoch, or an ISO 8601 date and time. */
 static bool parse_time(const char *s, int64_t *out)
 {
@@ -89,8 +100,7 @@ static bool parse_time(const char *s, int64_t *out)
         p = end;
         if (errno || end == s || !fraction(&p, &frac) || *p)
             return false;
-        *out = sec * 1000000000LL + (sec < 0 ? -frac : frac);
-        return true;
+        return to_ns(sec, s[0] == '-' ? -frac : frac, out);
     }
     struct tm tm = {0};
     int n = 0;
@@ -118,8 +128,7 @@ static bool parse_time(const char *s, int64_t *out)
         }
         t = timegm(&tm) - sign * (hh * 3600 + mm * 60);
     }
-    *out = (int64_t)t * 1000000000LL + frac;
-    return true;
+    return to_ns((long long)t, frac, out);
 }
 
 /* --format: text or dbg; the exports are the Erlang side's. */
@@ -163,6 +172,17 @@ static void add_one(const char ***list, size_t *n, const char *s)
 {
     *list = xrealloc((void *)*list, (*n + 1) * sizeof **list);
     (*list)[(*n)++] = s;
+}
+
+void args_free(cat_args *a)
+{
+    for (size_t k = 0; k < a->ntags; k++)
+        free((void *)a->tags[k]);
+    free((void *)a->tags);
+    free((void *)a->pids);
+    free((void *)a->nodes);
+    free((void *)a->sources);
+    memset(a, 0, sizeof *a);
 }
 
 bool args_parse(int argc, char **argv, cat_args *a)

@@ -29,6 +29,7 @@ typedef struct {
 /* Parses argv; on a bad argument prints the reason and the usage to
  * stderr and returns false. --help prints the usage to stdout and exits. */
 bool args_parse(int argc, char **argv, cat_args *a);
+void args_free(cat_args *a);
 void args_usage(FILE *to);
 
 #endif

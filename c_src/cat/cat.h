@@ -215,6 +215,8 @@ bool readers_open(reader *rs, size_t n, char **files, cat_failure *f);
  * has, 0 when the file is done, -1 on a damaged chunk (f set). */
 int reader_fill(reader *r, cat_failure *f);
 void reader_close(reader *r);
+/* Closes the reader and frees what it holds. */
+void reader_free(reader *r);
 
 /* Appends the event tuple of one record to x (decode.c): 0, or -1 if
  * the record does not decode (as tk_dec_file_event refuses it). r's

@@ -66,29 +66,54 @@ static int run(const cat_args *a, reader *rs, size_t n, int fd)
     return status;
 }
 
+/* The files of the sources, opened with their headers read: false with
+ * f set. *rs has a reader for each file (zeroed when not opened). */
+static bool open_sources(const cat_args *a, char ***files, size_t *nfiles, reader **rs,
+                         cat_failure *f)
+{
+    size_t cap = 0;
+    for (size_t k = 0; k < a->nsources; k++)
+        if (!source_files(a->sources[k], files, nfiles, &cap, f))
+            return false;
+    *rs = xmalloc((*nfiles ? *nfiles : 1) * sizeof **rs);
+    memset(*rs, 0, (*nfiles ? *nfiles : 1) * sizeof **rs);
+    return readers_open(*rs, *nfiles, *files, f);
+}
+
+/* The opened files into the output file (or standard output). */
+static int write_output(const cat_args *a, reader *rs, size_t n)
+{
+    int fd = open_output(a);
+    if (fd < 0)
+        return CAT_OUTPUT;
+    int status = run(a, rs, n, fd);
+    if (fd != 1 && close(fd) != 0 && status == CAT_OK) {
+        cat_error("%s: %s", a->output, strerror(errno));
+        status = CAT_OUTPUT;
+    }
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     cat_args a;
-    if (!args_parse(argc, argv, &a))
+    if (!args_parse(argc, argv, &a)) {
+        args_free(&a);
         return CAT_USAGE;
-    char **files = NULL;
-    size_t nfiles = 0, cap = 0;
-    cat_failure f = {0};
-    for (size_t k = 0; k < a.nsources; k++)
-        if (!source_files(a.sources[k], &files, &nfiles, &cap, &f))
-            return fail_with(&f);
-    reader *rs = xmalloc((nfiles ? nfiles : 1) * sizeof *rs);
-    if (!readers_open(rs, nfiles, files, &f))
-        return fail_with(&f);
-    int fd = open_output(&a);
-    if (fd < 0)
-        return CAT_OUTPUT;
-    int status = run(&a, rs, nfiles, fd);
-    if (fd != 1 && close(fd) != 0 && status == CAT_OK) {
-        cat_error("%s: %s", a.output, strerror(errno));
-        status = CAT_OUTPUT;
     }
-    for (size_t k = 0; k < nfiles; k++)
-        reader_close(&rs[k]);
+    char **files = NULL;
+    size_t nfiles = 0;
+    reader *rs = NULL;
+    cat_failure f = {0};
+    int status = open_sources(&a, &files, &nfiles, &rs, &f) ? write_output(&a, rs, nfiles)
+                                                            : fail_with(&f);
+    for (size_t k = 0; k < nfiles; k++) {
+        if (rs != NULL)
+            reader_free(&rs[k]);
+        free(files[k]);
+    }
+    free(rs);
+    free(files);
+    args_free(&a);
     return status;
 }

@@ -338,3 +338,17 @@ void reader_close(reader *r)
         tk_tread_close(&r->r);
     r->open = false;
 }
+
+void reader_free(reader *r)
+{
+    reader_close(r);
+    if (r->x != NULL)
+        ei_x_free(r->x);
+    free(r->x);
+    free(r->node);
+    free(r->dict);
+    free(r->dict_off);
+    free(r->evs);
+    free(r->scratch.v);
+    memset(r, 0, sizeof *r);
+}
