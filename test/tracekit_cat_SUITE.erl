@@ -660,9 +660,8 @@ damaged_files(Config, Asan) ->
     Script = filename:join(Dir, "fuzz.sh"),
     ok = file:write_file(Script, [
         "cd ", FuzzDir, "\n",
-        %% No leak check: what a run holds until it exits (its buffers) is
-        %% not freed on the way out, on purpose.
-        "export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1\n",
+        %% Leaks too: a run frees what it read on every way out.
+        "export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1\n",
         "export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1\n",
         "ls | grep -v '\\.' | xargs -P 2 -n 50 sh -c '",
         "for f; do timeout 20 ", Asan, " $f >$f.out 2>$f.err; s=$?; ",
