@@ -15,8 +15,8 @@
 %% every line to a number of characters. Bad options raise `badarg'.
 %%
 %% The default options give the plain text that `tracekit_file:format'
-%% and `tracekit-cat' print. Options turn on what reads better in a
-%% shell (tracekit and tracekit_cth turn them on):
+%% prints. Options turn on what reads better in a shell (tracekit,
+%% tracekit_cth and the report it writes turn them on):
 %% <dl>
 %% <dt>`records'</dt><dd>record definitions ({@link tracekit_records}):
 %%   tuples that are such records print as `#state{count = 3,name = x}'.</dd>
