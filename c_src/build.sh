@@ -165,9 +165,6 @@ if [ "$(cat "$obj/config" 2>/dev/null)" != "$config" ]; then
 fi
 
 all_cflags="$(base_cflags) -fPIC -fvisibility=hidden"
-# -DTK_OTP_RELEASE: c_src/cat/pretty.c prints as the io_lib_pretty of that
-# release does.
-defines="-DTK_OTP_RELEASE=$otp_rel"
 
 # stale OUT INPUT...: true when OUT is missing or an INPUT is newer. (test
 # -nt: in POSIX.1-2024, and in every sh of the systems above before that.)
@@ -215,7 +212,7 @@ compile() {
         mkdir -p "$(dirname "$c_o")"
         echo "$prog: cc $c_in"
         # shellcheck disable=SC2086
-        $CC $all_cflags $CFLAGS $defines -I"$erts_inc" -I"$ei_inc" -Ic_src/lib \
+        $CC $all_cflags $CFLAGS -I"$erts_inc" -I"$ei_inc" -Ic_src/lib \
             -Ic_src/nif/common ${c_inc:+-I"$c_inc"} -MMD -MF "$c_o.d.$$" \
             -c "$c_in" -o "$c_o.$$" ||
             { rm -f "$c_o.$$" "$c_o.d.$$"; die "compiling $c_in failed"; }

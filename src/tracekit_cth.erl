@@ -489,15 +489,16 @@ write(#{logfile := Log, suite := Suite, tc := TC, events := All, lost := Lost,
     Header = io_lib:format("tracekit trace of ~tw:~tw (~w): ~w events of the test "
                            "case body (~w earlier events lost)~n~ts",
                            [Suite, TC, Outcome, length(Events), Lost, nodes_line(Rec)]),
+    TextOpts = text_opts(Suite, Events, Opts, FOpts),
     Lines = [[node_prefix(E, Opts), Line, $\n]
-             || {E, Line} <- tracekit_format:events(Events, text_opts(Suite, Events, Opts, FOpts))],
+             || {E, Line} <- tracekit_format:events(Events, TextOpts)],
     ok = file:write_file(Base ++ ".txt", unicode:characters_to_binary([Header, Lines])),
     Diagrams = [diagram(Base ++ ".messages.mmd", "messages",
                         message_arrows(Events), Names, FOpts)
                 || maps:get(messages, Opts)]
         ++ [diagram(Base ++ ".seq.mmd", "seq_trace", seq_arrows(Events), Names, FOpts)
             || maps:get(seq_trace, Opts)],
-    Report = report(Base ++ ".html", Events, Suite, TC, Outcome, Lost, Names, FOpts),
+    Report = report(Base ++ ".html", Events, Suite, TC, Outcome, Lost, Names, TextOpts),
     Links = [html_link(F, Text) || {F, Text} <- [{Base ++ ".txt", "events"} | Report] ++ Diagrams],
     ct:log("tracekit: ~w events of ~tw recorded: ~ts",
            [length(Events), TC, lists:join(", ", Links)]).
@@ -559,16 +560,16 @@ is_proc_event(E, Pid) ->
         lists:member(element(3, E), [spawn, spawned, exit, link, unlink, getting_linked,
                                      getting_unlinked, register, unregister]).
 
-%% The HTML report of the case (tracekit_report); a failure to write it
+%% The HTML report of the case (tracekit_report), its table printed as the
+%% text file prints (records, short references); a failure to write it
 %% is logged and leaves the other files.
 report(File, Events, Suite, TC, Outcome, Lost, Names, FOpts) ->
     Title = io_lib:format("tracekit: ~tw:~tw (~w)", [Suite, TC, Outcome]),
     Note = io_lib:format("~w events of the test case body (~w earlier events lost)",
                          [length(Events), Lost]),
-    case tracekit_report:write(Events, File, #{title => Title, note => Note, lost => Lost,
-                                               names => Names,
-                                               depth => maps:get(depth, FOpts),
-                                               line_length => maps:get(line_length, FOpts)}) of
+    Opts = maps:merge(maps:with([depth, line_length, records, short_refs], FOpts),
+                      #{title => Title, note => Note, lost => Lost, names => Names}),
+    case tracekit_report:write(Events, File, Opts) of
         {ok, _} ->
             [{File, "HTML report"}];
         {error, Why} ->

@@ -359,7 +359,15 @@ html_report_of_failing_case(Config) ->
     [?assert(contains(text_of(G, "title"), "serial [")) || G <- Arrows],
     ?assertEqual([], xmerl_xpath:string("//*[@class='msg lost']", Doc)),
     %% The first row is the call of the case, as in the text file.
-    ?assert(contains(text_of(hd(Rows), "td[3]"), "tracekit_cth_sample_SUITE:failing_case([")).
+    ?assert(contains(text_of(hd(Rows), "td[3]"), "tracekit_cth_sample_SUITE:failing_case([")),
+    %% One printing: each line of the text file is the row of its event
+    %% (a merged line: that row and the seq_trace serial after it), with
+    %% the same short references.
+    RowTexts = [text_of(R, "td[3]") || R <- Rows],
+    [?assert(lists:any(fun(R) -> L =:= R orelse lists:prefix(R ++ " ", L) end, RowTexts), L)
+     || L <- Lines],
+    ?assert(lists:any(fun(R) -> contains(R, "#Ref<..") end, RowTexts)),
+    ?assertNot(lists:any(fun(R) -> contains(R, "#Ref<0.") end, RowTexts)).
 
 text_of(Node, Path) ->
     lists:flatten([V || #xmlText{value = V} <- xmerl_xpath:string(Path ++ "//text()", Node)]).
