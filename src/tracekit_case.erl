@@ -26,17 +26,17 @@ record(#{calls := Calls, messages := M, procs := P, seq_trace := Seq} = Opts, Ma
                                       [] -> {ok, []};
                                       _ -> tracekit_spec:resolve(Calls)
                                   end,
-                Procs = lists:usort([Pid || X <- maps:get(processes, Opts), Pid <- [proc(X, self_name(Opts))],
+                Procs = lists:usort([Pid || X <- maps:get(processes, Opts), Pid <- [proc(X, Opts)],
                                             is_pid(Pid), is_process_alive(Pid)]),
                 Flags = [send || M] ++ ['receive' || M] ++ [procs || P],
                 Plan = #{procs => [{Procs, [timestamp | Flags]} || Flags =/= [], Procs =/= []]
                              ++ [{all, [call, timestamp]} || Resolved =/= []]
-                             ++ [{[self()], [call, procs, timestamp]}],
+                             ++ [{[test_pid(Opts)], [call, procs, timestamp]}],
                          calls => [{MFA, MS, local} || {#{match_spec := MS}, MFAs} <- Resolved,
                                                        MFA <- MFAs]
                              ++ [{Mark, [{'_', [], [{exception_trace}]}], local}],
                          seq_trace => Seq},
-                Trace = #{print => false, watch => false, keep => {last, maps:get(events, Opts)},
+                Trace = #{print => false, watch => maps:get(watch, Opts, false), keep => {last, maps:get(events, Opts)},
                           max_events => infinity, max_time => infinity, rate => none,
                           ring_size => maps:get(ring_size, Opts), payload => full,
                           policy => overwrite},
@@ -76,7 +76,7 @@ is_failed(_) -> false.
 -spec start_names(map()) -> #{pid() => atom()}.
 start_names(#{processes := Ps} = Opts) ->
     Self = self_name(Opts),
-    maps:from_list([{self(), Self}
+    maps:from_list([{test_pid(Opts), Self}
                     | [{Pid, Name} || Name <- Ps, is_atom(Name), Name =/= Self,
                                       Pid <- [whereis(Name)], is_pid(Pid)]]).
 
@@ -85,10 +85,19 @@ start_names(#{processes := Ps} = Opts) ->
 self_name(Opts) ->
     maps:get(self_name, Opts, testcase).
 
-proc(Self, Self) -> self();
-proc(P, _) when is_pid(P) -> P;
-proc(Name, _) when is_atom(Name) -> whereis(Name);
-proc(_, _) -> undefined.
+%% The test's process: the caller's, or `test_pid' when another process
+%% starts the recording (which then ends when that process does, with
+%% `watch' true).
+test_pid(Opts) ->
+    maps:get(test_pid, Opts, self()).
+
+proc(X, Opts) ->
+    case self_name(Opts) of
+        X -> test_pid(Opts);
+        _ when is_pid(X) -> X;
+        _ when is_atom(X) -> whereis(X);
+        _ -> undefined
+    end.
 
 %% @doc Puts a seq_trace token of a new label on the calling process
 %% when `seq_trace' is on.
@@ -241,7 +250,8 @@ report(File, Events, Title, Note, Lost, Names, FOpts) ->
     end.
 
 diagram(File, What, Arrows, Names, FOpts) ->
-    Labels = maps:map(fun(P, _) -> tracekit_format:pid(P, FOpts) end, Names),
+    Pids = maps:keys(Names) ++ [P || {F, T, _} <- Arrows, P <- [F, T], is_pid(P)],
+    Labels = maps:from_list([{P, tracekit_format:pid(P, FOpts)} || P <- Pids]),
     Text = tracekit_mermaid:sequence(Arrows, #{names => Labels#{untraced => "(untraced)"}}),
     ok = file:write_file(File, unicode:characters_to_binary(Text)),
     {File, "Mermaid diagram of " ++ What}.
