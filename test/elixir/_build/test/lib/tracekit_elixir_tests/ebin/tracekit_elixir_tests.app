@@ -1,1 +1,0 @@
-{application,tracekit_elixir_tests,[{modules,[]},{optional_applications,[]},{applications,[kernel,stdlib,elixir,logger,tracekit]},{description,"tracekit_elixir_tests"},{registered,[]},{vsn,"0.1.0"}]}.
