@@ -185,8 +185,10 @@ test-elixir: nif
 eunit: nif test-nifs
 	$(REBAR) eunit $(EUNIT_ARGS)
 
+# tracekit_elixir_SUITE loads the Elixir of scripts/elixir (when there is
+# one for this OTP) by code path.
 ct: nif test-nifs cat cat-asan
-	$(REBAR) ct $(CT_ARGS)
+	TRACEKIT_ELIXIR="$$(scripts/elixir path 2>/dev/null | tail -n 1)" $(REBAR) ct $(CT_ARGS)
 
 # The NIFs built with AddressSanitizer and UBSan (NIF_VARIANT=asan), in real
 # VMs: the sanitizer runtime of $(CC) is preloaded into every VM the tests

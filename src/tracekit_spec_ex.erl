@@ -102,12 +102,18 @@ parse_string(S, D) ->
 
 %% The Erlang form of a simple spec, as a hint.
 erlang_hint(S) ->
-    case string:lexemes(lists:takewhile(fun alias_char/1, string:trim(S, leading, "&:")), ".") of
+    {Name, Rest} = lists:splitwith(fun alias_char/1, string:trim(S, leading, "&: ")),
+    Arity = case Rest of
+                "/" ++ _ -> lists:takewhile(fun(C) -> C =:= $/ orelse (C >= $0 andalso C =< $9)
+                                                                orelse C =:= $_ end, Rest);
+                _ -> ""
+            end,
+    case string:lexemes(Name, ".") of
         [_, _ | _] = Parts when hd(hd(Parts)) >= $A, hd(hd(Parts)) =< $Z ->
             {Mod, [F]} = lists:split(length(Parts) - 1, Parts),
-            io_lib:format("'Elixir.~ts':~ts", [lists:join(".", Mod -- ["Elixir"]), F]);
+            io_lib:format("'Elixir.~ts':~ts~ts", [lists:join(".", Mod -- ["Elixir"]), F, Arity]);
         [M, F] ->
-            io_lib:format("~ts:~ts", [M, F]);
+            io_lib:format("~ts:~ts~ts", [M, F, Arity]);
         _ ->
             "'Elixir.Enum':map/2 for Enum.map/2"
     end.
