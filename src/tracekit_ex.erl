@@ -6,7 +6,17 @@
 %% (or say that Elixir is needed) when it is not there.
 -module(tracekit_ex).
 
--export([loaded/0, iex/0, module/1, function/1, mfa/3, mf/2, inspect/2]).
+-export([loaded/0, iex/0, module/1, function/1, mfa/3, mf/2, inspect/1, inspect/2,
+         string_to_quoted/1, to_string/1, mix_build_path/0]).
+
+%% The only module of tracekit that calls Elixir: xref and dialyzer do
+%% not know Elixir's modules.
+-ignore_xref([{'Elixir.Kernel', inspect, 1}, {'Elixir.Kernel', inspect, 2},
+              {'Elixir.Macro', inspect_atom, 2}, {'Elixir.Macro', to_string, 1},
+              {'Elixir.Code', string_to_quoted, 2}, {'Elixir.IEx', 'started?', 0},
+              {'Elixir.Mix.Project', get, 0}, {'Elixir.Mix.Project', build_path, 0}]).
+-dialyzer({no_unknown, [iex/0, module/1, function/1, inspect/1, inspect/2,
+                        string_to_quoted/1, to_string/1, mix_build_path/0]}).
 
 %% Containers larger than this are cut before inspect sees them (it would
 %% sort a map of a million keys to show 50 of them), and inspect is given
@@ -19,7 +29,7 @@
 -spec loaded() -> boolean().
 loaded() ->
     Ms = ['Elixir.Code', 'Elixir.Kernel', 'Elixir.Macro'],
-    lists:all(fun erlang:module_loaded/1, Ms) orelse lists:all(fun(M) -> code:ensure_loaded(M) =:= {module, M} end,
+    lists:all(fun(M) -> erlang:module_loaded(M) orelse code:ensure_loaded(M) =:= {module, M} end,
               Ms).
 
 %% @doc Whether the shell of this node is iex.
@@ -33,6 +43,35 @@ iex() ->
 -spec module(atom()) -> binary().
 module(M) ->
     'Elixir.Kernel':inspect(M).
+
+%% @doc A term as Kernel.inspect/1 prints it.
+-spec inspect(term()) -> binary().
+inspect(T) ->
+    'Elixir.Kernel':inspect(T).
+
+%% @doc Elixir's AST of a text (Code.string_to_quoted/2, without
+%% warnings, with columns).
+-spec string_to_quoted(binary()) -> {ok, term()} | {error, term()}.
+string_to_quoted(Text) ->
+    'Elixir.Code':string_to_quoted(Text, [{emit_warnings, false}, {columns, true}]).
+
+%% @doc The code of an AST (Macro.to_string/1).
+-spec to_string(term()) -> binary().
+to_string(Ast) ->
+    'Elixir.Macro':to_string(Ast).
+
+%% @doc The build directory of the Mix project being built, or none.
+-spec mix_build_path() -> string() | none.
+mix_build_path() ->
+    try code:ensure_loaded('Elixir.Mix.Project') of
+        {module, _} ->
+            case 'Elixir.Mix.Project':get() of
+                nil -> none;
+                _ -> unicode:characters_to_list('Elixir.Mix.Project':build_path())
+            end;
+        _ -> none
+    catch _:_ -> none
+    end.
 
 %% @doc A function name as Elixir writes it after a dot: `handle_call',
 %% `"weird name"'.

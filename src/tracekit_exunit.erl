@@ -143,20 +143,9 @@ init(ExOpts) ->
     {ok, #st{base = Base, dir = Dir, formatter = Formatter, fstate = FState}}.
 
 default_dir() ->
-    Build = try
-                case code:ensure_loaded('Elixir.Mix.Project') of
-                    {module, _} ->
-                        case 'Elixir.Mix.Project':get() of
-                            nil -> none;
-                            _ -> unicode:characters_to_list('Elixir.Mix.Project':build_path())
-                        end;
-                    _ -> none
-                end
-            catch _:_ -> none
-            end,
-    case Build of
+    case tracekit_ex:mix_build_path() of
         none -> filename:absname("tracekit");
-        _ -> filename:join(Build, "tracekit")
+        Build -> filename:join(Build, "tracekit")
     end.
 
 say_what({error, Why}, _Dir) ->

@@ -701,7 +701,7 @@ suffix({'receive', _Label, Serial, From}, O) ->
 %% @doc A pid (or port) with its registered name when it has one.
 -spec pid(term(), opts()) -> unicode:chardata().
 pid(P, #{syntax := elixir} = Opts) when is_pid(P); is_port(P) ->
-    Text = 'Elixir.Kernel':inspect(P),
+    Text = tracekit_ex:inspect(P),
     case Opts of
         #{names := #{P := Name}} when is_atom(Name), Name =/= undefined ->
             [Text, " (", string:trim(tracekit_ex:module(Name), leading, ":"), ")"];

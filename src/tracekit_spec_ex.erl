@@ -139,8 +139,7 @@ quoted(Text) ->
             {error, "there is no function before the ->"};
         T ->
             T1 = case T of [$& | Rest] -> Rest; _ -> T end,
-            try 'Elixir.Code':string_to_quoted(unicode:characters_to_binary(T1),
-                                               [{emit_warnings, false}, {columns, true}]) of
+            try tracekit_ex:string_to_quoted(unicode:characters_to_binary(T1)) of
                 {ok, Ast} -> {ok, Ast};
                 {error, {Meta, Msg, Token}} -> {error, syntax_error(Meta, Msg, Token)}
             catch
@@ -501,12 +500,12 @@ not_guard_fun(E, F, N) ->
                                "is_map_key/2, is_nil/1, ...)",
                                [code(E), fun_name(F), N])}).
 
-fun_name(F) when is_atom(F) -> 'Elixir.Macro':inspect_atom(remote_call, F);
+fun_name(F) when is_atom(F) -> tracekit_ex:function(F);
 fun_name(F) -> code(F).
 
 %% The code of an AST, as Elixir writes it (shortened).
 code(Ast) ->
-    Text = try 'Elixir.Macro':to_string(Ast)
+    Text = try tracekit_ex:to_string(Ast)
            catch _:_ -> io_lib:format("~0tP", [Ast, 10])
            end,
     string:slice(unicode:characters_to_list(Text), 0, 200).
