@@ -7,7 +7,7 @@
 -module(tracekit_ex).
 
 -export([loaded/0, iex/0, module/1, function/1, mfa/3, mf/2, inspect/1, inspect/2,
-         string_to_quoted/1, to_string/1, mix_build_path/0]).
+         string_to_quoted/1, new_atom/1, to_string/1, mix_build_path/0]).
 
 %% The only module of tracekit that calls Elixir: xref and dialyzer do
 %% not know Elixir's modules.
@@ -22,6 +22,9 @@
 %% sort a map of a million keys to show 50 of them), and inspect is given
 %% no more than this many parts of a term.
 -define(BIG, 1024).
+%% What a name that is not an atom is written as by Macro.to_string/1,
+%% before the name is put in its place.
+-define(STAND_IN, tracekit_new_atom).
 -define(WALK, 10000).
 
 %% @doc Whether Elixir's modules can be called in this node (its `elixir'
@@ -50,15 +53,59 @@ inspect(T) ->
     'Elixir.Kernel':inspect(T).
 
 %% @doc Elixir's AST of a text (Code.string_to_quoted/2, without
-%% warnings, with columns).
+%% warnings, with columns), making no atom: a name that is not an atom of
+%% this node (an alias, a variable, a function, an atom) is `#{new_atom
+%% => Text}' in the AST (see {@link new_atom/1}), and an atom that would
+%% be made at run time (`:"a#{b}"') is a syntax error. Text is the user's:
+%% atoms are never collected, and a stream of specs would fill the table.
 -spec string_to_quoted(binary()) -> {ok, term()} | {error, term()}.
 string_to_quoted(Text) ->
-    'Elixir.Code':string_to_quoted(Text, [{emit_warnings, false}, {columns, true}]).
+    Encode = fun(Name, _Meta) ->
+                     try {ok, binary_to_existing_atom(Name, utf8)}
+                     catch error:badarg -> {ok, #{new_atom => Name}}
+                     end
+             end,
+    'Elixir.Code':string_to_quoted(Text, [{emit_warnings, false}, {columns, true},
+                                          {existing_atoms_only, true},
+                                          {static_atoms_encoder, Encode}]).
 
-%% @doc The code of an AST (Macro.to_string/1).
+%% @doc `{true, Text}' for the stand-in of a name that is not an atom (in
+%% an AST of {@link string_to_quoted/1}), else false.
+-spec new_atom(term()) -> {true, binary()} | false.
+new_atom(#{new_atom := Name}) when is_binary(Name) -> {true, Name};
+new_atom(_) -> false.
+
+%% @doc The code of an AST (Macro.to_string/1), the names that are not
+%% atoms (see {@link string_to_quoted/1}) written as they were given.
 -spec to_string(term()) -> binary().
 to_string(Ast) ->
-    'Elixir.Macro':to_string(Ast).
+    {Ast1, Names} = stand_ins(Ast, []),
+    Text = 'Elixir.Macro':to_string(Ast1),
+    case Names of
+        [] -> Text;
+        _ -> fill(binary:split(Text, atom_to_binary(?STAND_IN), [global]), lists:reverse(Names))
+    end.
+
+%% The AST with each name that is not an atom replaced by ?STAND_IN (an
+%% atom that Macro.to_string/1 writes as it is, as an alias, a variable,
+%% a function or after a colon), and those names in reverse order.
+stand_ins(#{new_atom := Name}, Acc) when is_binary(Name) ->
+    {?STAND_IN, [Name | Acc]};
+stand_ins(T, Acc) when is_tuple(T) ->
+    {L, Acc1} = stand_ins(tuple_to_list(T), Acc),
+    {list_to_tuple(L), Acc1};
+stand_ins([H | T], Acc) ->
+    {H1, Acc1} = stand_ins(H, Acc),
+    {T1, Acc2} = stand_ins(T, Acc1),
+    {[H1 | T1], Acc2};
+stand_ins(X, Acc) ->
+    {X, Acc}.
+
+%% The parts of the text between stand-ins, each stand-in its name (in
+%% the order Macro.to_string/1 wrote them, which is the AST's).
+fill([Part], _) -> Part;
+fill([Part | Parts], [Name | Names]) -> <<Part/binary, Name/binary, (fill(Parts, Names))/binary>>;
+fill([Part | Parts], []) -> <<Part/binary, (atom_to_binary(?STAND_IN))/binary, (fill(Parts, []))/binary>>.
 
 %% @doc The build directory of the Mix project being built, or none.
 -spec mix_build_path() -> string() | none.
@@ -126,10 +173,19 @@ cut(M, Limit, B) when is_map(M) ->
                                         {{K1, V1}, Acc2}
                                 end, B - 1, KVs),
     {maps:from_list(KVs1), B1};
-cut(Bin, Limit, B) when is_binary(Bin), byte_size(Bin) > ?BIG * 4 ->
-    {binary:part(Bin, 0, ?BIG * 4), max(0, B - 1 - Limit)};
+cut(Bin, Limit, B) when is_bitstring(Bin), byte_size(Bin) > ?BIG * 4 ->
+    <<Part:(?BIG * 4)/binary, _/bitstring>> = Bin,
+    {whole_chars(Part), max(0, B - 1 - Limit)};
 cut(X, _Limit, B) ->
     {X, B - 1}.
+
+%% A part of a binary that ends inside a UTF-8 character ends before it
+%% (inspect prints it as a string, not as bytes).
+whole_chars(Part) ->
+    case unicode:characters_to_binary(Part) of
+        {incomplete, Whole, _} -> Whole;
+        _ -> Part
+    end.
 
 %% Lists: the proper part and the tail.
 cut_list([H | T], Limit, B, Acc) ->

@@ -92,9 +92,7 @@ parse_string(S, D) ->
             maybe
                 {ok, Actions} ?= tracekit_spec:parse_actions_text(ActionText),
                 {ok, Ast} ?= quoted(Head),
-                {ok, Parts} ?= try {ok, call(Ast)}
-                               catch throw:{spec, Why} -> {error, Why}
-                               end,
+                {ok, Parts} ?= read(Head, Ast),
                 tracekit_spec:compile(Parts#{actions => Actions, text => string:trim(S),
                                              syntax => elixir}, D)
             end
@@ -131,6 +129,48 @@ split_actions(S) ->
         _ ->
             {S, none}
     end.
+
+%% The parts of the call of a spec's AST. A name that is not an atom yet
+%% may be one once the spec's module is loaded (its literals, its
+%% functions): then the module is loaded, as tracing it would, and the
+%% text read again.
+read(Head, Ast) ->
+    case call_parts(Ast) of
+        {error, _} = E ->
+            case has_new_atom(Ast) andalso load_head(Ast) of
+                true ->
+                    maybe
+                        {ok, Ast1} ?= quoted(Head),
+                        call_parts(Ast1)
+                    end;
+                false ->
+                    E
+            end;
+        Ok ->
+            Ok
+    end.
+
+call_parts(Ast) ->
+    try {ok, call(Ast)}
+    catch throw:{spec, Why} -> {error, Why}
+    end.
+
+has_new_atom(T) when is_map(T) -> tracekit_ex:new_atom(T) =/= false;
+has_new_atom(T) when is_tuple(T) -> has_new_atom(tuple_to_list(T));
+has_new_atom([H | T]) -> has_new_atom(H) orelse has_new_atom(T);
+has_new_atom(_) -> false.
+
+%% Whether the module of the call was loaded now.
+load_head({'when', _, [Call, _]}) -> load_head(Call);
+load_head({'/', _, [Fun, _]}) -> load_head(Fun);
+load_head({{'.', _, [Mod, _]}, _, Args}) when is_list(Args) ->
+    try module(Mod) of
+        {ok, M} -> not erlang:module_loaded(M) andalso code:ensure_loaded(M) =:= {module, M};
+        error -> false
+    catch
+        throw:{spec, _} -> false
+    end;
+load_head(_) -> false.
 
 %% Elixir's AST of the text, or the parser's error as a sentence.
 quoted(Text) ->
@@ -206,31 +246,82 @@ parts(M, F, A, Args) ->
     #{module => M, function => F, arity => A, args => Args, guards => none}.
 
 %% {Module, Function} of Module.function (with or without arguments).
-remote({{'.', _, [Mod, F]}, _, Args}, How) when is_atom(F), (How =:= args orelse Args =:= []) ->
-    case module(Mod) of
-        {ok, M} -> {M, F};
-        error -> throw({spec, ["the module must be an alias (MyApp.Server) or an atom "
-                               "(:lists), got ", code(Mod)]})
+remote({{'.', _, [Mod, F]}, _, Args}, How) when How =:= args orelse Args =:= [] ->
+    case {module(Mod), is_atom(F) orelse tracekit_ex:new_atom(F)} of
+        {{ok, M}, true} -> {M, F};
+        {{ok, M}, {true, Name}} -> {M, function_atom(M, Name)};
+        {{ok, _}, false} -> throw({spec, ["expected Module.function/arity, got ", code(F)]});
+        {error, _} -> throw({spec, ["the module must be an alias (MyApp.Server) or an atom "
+                                    "(:lists), got ", code(Mod)]})
     end;
 remote(Ast, _) ->
     throw({spec, ["expected Module.function/arity, got ", code(Ast)]}).
 
 module({'__aliases__', _, [_ | _] = Parts}) ->
-    case lists:all(fun is_atom/1, Parts) of
+    case lists:all(fun(P) -> is_atom(P) orelse tracekit_ex:new_atom(P) =/= false end, Parts) of
         true ->
-            Names = [atom_to_list(P) || P <- Parts],
+            Names = [case tracekit_ex:new_atom(P) of
+                         {true, Name} -> unicode:characters_to_list(Name);
+                         false -> atom_to_list(P)
+                     end || P <- Parts],
             Full = case Names of
                        ["Elixir" | _] -> lists:join(".", Names);
                        _ -> lists:join(".", ["Elixir" | Names])
                    end,
-            {ok, list_to_atom(lists:flatten(Full))};
+            {ok, module_atom(lists:flatten(Full))};
         false ->
             error
     end;
 module(M) when is_atom(M), M =/= nil, M =/= true, M =/= false ->
     {ok, M};
-module(_) ->
-    error.
+module(M) ->
+    case tracekit_ex:new_atom(M) of
+        {true, Name} -> {ok, module_atom(unicode:characters_to_list(Name))};
+        false -> error
+    end.
+
+%% The atom of a module's name. A spec makes no atom (see
+%% tracekit_ex:string_to_quoted/1) but the name of a module that can be
+%% loaded (a file of the code path: as many as there are files).
+module_atom(Name) ->
+    try
+        list_to_existing_atom(Name)
+    catch
+        error:badarg ->
+            case code:where_is_file(Name ++ ".beam") of
+                non_existing ->
+                    Text = case Name of
+                               "Elixir." ++ Alias -> Alias;
+                               _ -> [$: | Name]
+                           end,
+                    throw({spec, io_lib:format("module ~ts is not available (nofile: it is "
+                                               "neither loaded nor in the code path)", [Text])});
+                _ ->
+                    list_to_atom(Name)
+            end
+    end.
+
+%% The atom of a function name that was not an atom when the spec was
+%% read: the module loaded (as tracing it would), the name is an atom if
+%% the module has such a function.
+function_atom(M, Name) ->
+    _ = code:ensure_loaded(M),
+    try
+        binary_to_existing_atom(Name, utf8)
+    catch
+        error:badarg ->
+            throw({spec, io_lib:format("undefined function ~ts.~ts (module ~ts has no "
+                                       "function ~ts)",
+                                       [tracekit_ex:module(M), Name, tracekit_ex:module(M),
+                                        Name])})
+    end.
+
+%% A name that is not an atom, as a literal: no term has it.
+-spec new_atom_literal(binary()) -> no_return().
+new_atom_literal(Name) ->
+    throw({spec, io_lib:format("the atom :~ts does not exist in this node, so no call can "
+                               "hold it (a spec makes no atoms): check its spelling, or load "
+                               "the module that uses it first", [Name])}).
 
 %% `a when b when c': a, b and c (one of them is enough).
 whens({'when', _, [A, B]}) -> [A | whens(B)];
@@ -238,9 +329,11 @@ whens(G) -> [G].
 
 %%% Patterns --------------------------------------------------------------
 
+pattern(#{new_atom := Name}) ->
+    new_atom_literal(Name);
 pattern({'_', _, Ctx}) when is_atom(Ctx) ->
     {var, 0, '_'};
-pattern({Name, _, Ctx} = V) when is_atom(Name), is_atom(Ctx) ->
+pattern({Name, _, Ctx} = V) when (is_atom(Name) orelse is_map(Name)), is_atom(Ctx) ->
     {var, 0, var_name(V)};
 pattern(X) when is_atom(X); is_number(X); is_binary(X) ->
     erl_parse:abstract(X);
@@ -257,7 +350,8 @@ pattern({'%{}', _, KVs}) when is_list(KVs) ->
 pattern({'%', _, [Name, {'%{}', _, KVs}]} = E) when is_list(KVs) ->
     Struct = case Name of
                  {'_', _, Ctx} when is_atom(Ctx) -> {var, 0, '_'};
-                 {N, _, Ctx} when is_atom(N), is_atom(Ctx) -> {var, 0, var_name(Name)};
+                 {N, _, Ctx} when (is_atom(N) orelse is_map(N)), is_atom(Ctx) ->
+                     {var, 0, var_name(Name)};
                  _ ->
                      case module(Name) of
                          {ok, M} -> {atom, 0, M};
@@ -329,6 +423,7 @@ map_field(F) ->
 %% A literal term of the AST (atoms, numbers, strings, lists, tuples,
 %% aliases), or error.
 literal(X) when is_atom(X); is_number(X); is_binary(X) -> {ok, X};
+literal(#{new_atom := Name}) -> new_atom_literal(Name);
 literal({'__aliases__', _, _} = A) -> module(A);
 literal({'-', _, [N]}) when is_number(N) -> {ok, -N};
 literal({A, B}) ->
@@ -356,10 +451,17 @@ list([], _F) -> {nil, 0};
 list([{'|', _, [H, T]}], F) -> {cons, 0, F(H), F(T)};
 list([H | T], F) -> {cons, 0, F(H), list(T, F)}.
 
+%% A variable's name: an atom, or the text of a name that is not an atom
+%% (tracekit_spec only compares names and writes them).
 var_name({Name, _, _} = V) ->
-    case atom_to_list(Name) of
+    Text = case tracekit_ex:new_atom(Name) of
+               {true, T} -> unicode:characters_to_list(T);
+               false -> atom_to_list(Name)
+           end,
+    case Text of
         "__" ++ _ -> throw({spec, [code(V), " is not known in a spec: write the value itself"]});
-        _ -> Name
+        _ when is_atom(Name) -> Name;
+        _ -> unicode:characters_to_binary(Text)
     end.
 
 -spec not_pattern(term(), iodata()) -> no_return().
@@ -368,9 +470,11 @@ not_pattern(E, Why) ->
 
 %%% Guards ----------------------------------------------------------------
 
+guard(#{new_atom := Name}) ->
+    new_atom_literal(Name);
 guard({'_', _, Ctx}) when is_atom(Ctx) ->
     throw({spec, "_ cannot be used in a guard"});
-guard({Name, _, Ctx} = V) when is_atom(Name), is_atom(Ctx) ->
+guard({Name, _, Ctx} = V) when (is_atom(Name) orelse is_map(Name)), is_atom(Ctx) ->
     {var, 0, var_name(V)};
 guard(X) when is_atom(X); is_number(X); is_binary(X) ->
     erl_parse:abstract(X);
@@ -404,6 +508,12 @@ guard({{'.', _, [Map, Key]}, Meta, []} = E) when is_atom(Key), Key =/= '__aliase
         true -> {call, 0, {atom, 0, map_get}, [{atom, 0, Key}, guard(Map)]};
         false -> remote_guard(E)
     end;
+guard({{'.', _, [_, #{new_atom := Name}]}, Meta, []}) ->
+    %% map.field of a field that is not an atom, or Mod.fun() of no function
+    case proplists:get_value(no_parens, Meta, false) of
+        true -> new_atom_literal(Name);
+        false -> throw({spec, io_lib:format("~ts is not a guard function", [Name])})
+    end;
 guard({{'.', _, [_, _]}, _, Args} = E) when is_list(Args) ->
     remote_guard(E);
 guard({Op, _, [A, B]} = E) when is_atom(Op) ->
@@ -413,6 +523,8 @@ guard({Op, _, [A, B]} = E) when is_atom(Op) ->
     end;
 guard({F, _, Args} = E) when is_atom(F), is_list(Args) ->
     local_guard(F, Args, E);
+guard({#{new_atom := _} = F, _, Args} = E) when is_list(Args) ->
+    not_guard_fun(E, F, length(Args));
 guard(E) ->
     not_guard(E).
 
@@ -501,6 +613,7 @@ not_guard_fun(E, F, N) ->
                                [code(E), fun_name(F), N])}).
 
 fun_name(F) when is_atom(F) -> tracekit_ex:function(F);
+fun_name(#{new_atom := Name}) -> Name;
 fun_name(F) -> code(F).
 
 %% The code of an AST, as Elixir writes it (shortened).
@@ -569,8 +682,11 @@ no_match(M, F, A, Fs) ->
                                                     integer_to_list(X)] || X <- Arities])])
           end,
     Same = [FA || {F1, _} = FA <- Fs, F1 =:= F],
-    Exported = [FA || {F1, _} = FA <- M:module_info(exports),
-                      F1 =/= module_info, F1 =/= '__info__'],
+    %% The exported function whose name begins most like F's first, of
+    %% those the nearest in length (mapp: map/2).
+    Exported = [FA || {_, FA} <- lists:sort([{like(F, F1), FA}
+                                             || {F1, _} = FA <- M:module_info(exports),
+                                                F1 =/= module_info, F1 =/= '__info__'])],
     case Same ++ Exported of
         [{EF, EA} | _] ->
             io_lib:format("~ts; for example \"~ts\"",
@@ -578,3 +694,11 @@ no_match(M, F, A, Fs) ->
         [] ->
             [Why, "; ", ?EXAMPLE]
     end.
+
+%% How unlike name B is to A (smaller is nearer): minus the length of
+%% their common beginning, then the difference of their lengths.
+like(A, B) when is_atom(A), is_atom(B) ->
+    {TA, TB} = {atom_to_binary(A), atom_to_binary(B)},
+    {-binary:longest_common_prefix([TA, TB]), abs(byte_size(TA) - byte_size(TB))};
+like(_, _) ->
+    {0, 0}.

@@ -12,13 +12,15 @@
 -export([specs_compile_to_hand_written_match_specs/1, erlang_specs_are_unchanged/1,
          elixir_errors/1, elixir_lines/1, erlang_lines_are_unchanged/1,
          a_trace_prints_elixir_lines/1, giant_terms_are_bounded/1,
-         without_elixir/1]).
+         without_elixir/1, specs_make_no_atoms/1, atoms_of_a_module_not_loaded_yet/1,
+         lent_node_prints_elixir/1]).
 -export([handle_call/3]).
 
 all() ->
     [specs_compile_to_hand_written_match_specs, erlang_specs_are_unchanged, elixir_errors,
      elixir_lines, erlang_lines_are_unchanged, a_trace_prints_elixir_lines,
-     giant_terms_are_bounded, without_elixir].
+     giant_terms_are_bounded, without_elixir, specs_make_no_atoms,
+     atoms_of_a_module_not_loaded_yet, lent_node_prints_elixir].
 
 handle_call(Req, _From, State) -> {reply, Req, State}.
 
@@ -108,8 +110,12 @@ elixir_errors(_Config) ->
     ?assertMatch("module Nope.Nothing is not available" ++ _,
                  why(erlang:make_fun('Elixir.Nope.Nothing', f, 1))),
     ?assertMatch("argument pattern ^x is not supported: ^x pins a variable" ++ _,
-                 why("M.f(%{k: [^x]})")),
+                 why("Enum.map(%{k: [^x]}, _)")),
     ?assertMatch("an anonymous function cannot be traced" ++ _, why(fun(X) -> X end)),
+    %% A capture of a function that does not exist (&Enum.mapp/2).
+    ?assertMatch("undefined function Enum.mapp (module Enum has no function mapp); "
+                 "for example \"Enum.map/2\"" ++ _,
+                 why(erlang:make_fun('Elixir.Enum', mapp, 2))),
     ?assertMatch("Elixir.Enum is not an atom in Erlang: quote a module whose name begins "
                  "with a capital, 'Elixir.Enum':map/2, or write the spec in Elixir syntax, "
                  "Enum.map/2" ++ _, why("Elixir.Enum:map/2")),
@@ -119,7 +125,7 @@ elixir_errors(_Config) ->
     ?assertMatch("the spec is longer than 65536 characters" ++ _,
                  why("M.f(" ++ lists:duplicate(70000, $x) ++ ")")),
     Deep = lists:duplicate(20000, ${) ++ lists:duplicate(20000, $}),
-    ?assertMatch({ok, _}, tracekit_spec:parse("M.f(" ++ Deep ++ ")")),
+    ?assertMatch({ok, _}, tracekit_spec:parse(":lists.reverse(" ++ Deep ++ ")")),
     ?assertMatch({error, {bad_spec, _, _}}, tracekit_spec:parse("M.f(" ++ [16#D800] ++ ")")),
     ?assertMatch({error, {bad_spec, _, _}}, tracekit_spec:parse("&&&&")),
     ?assertMatch({error, {bad_spec, _, _}}, tracekit_spec:parse(":\"\".f(x) when x ++ [1]")).
@@ -182,7 +188,17 @@ giant_terms_are_bounded(_Config) ->
                                                          #{syntax => elixir}) end),
     ct:log("~w us: ~ts", [Us, Line]),
     ?assert(string:length(Line) =< 240),
-    ?assert(Us < 1000000).
+    ?assert(Us < 1000000),
+    %% A bitstring is cut as a binary is (whole, inspect looked at its 10
+    %% MB for 1.5 s), and a cut string ends at a character: it prints as
+    %% a string, not as bytes.
+    P = list_to_pid("<0.105.0>"),
+    Ex = fun(T) -> unicode:characters_to_list(
+                     tracekit_format:event({trace, P, call, {m, f, [T]}}, #{syntax => elixir}))
+         end,
+    ?assertMatch("#PID<0.105.0> :m.f(\"aaaaaaaa" ++ _,
+                 Ex(<<(binary:copy(<<"a">>, 10000000))/binary, 1:3>>)),
+    ?assertMatch("#PID<0.105.0> :m.f(\"€€€€€€€€" ++ _, Ex(binary:copy(<<"€"/utf8>>, 1000000))).
 
 without_elixir(_Config) ->
     Paths = [filename:dirname(code:which(M)) || M <- [tracekit, ?MODULE]],
@@ -200,4 +216,111 @@ without_elixir(_Config) ->
         ?assertEqual(false, Call(code, is_loaded, ['Elixir.Code']))
     after
         peer:stop(Peer)
+    end.
+
+%% Text given as a spec never makes atoms (they are never collected: a
+%% stream of specs, from a web page say, would fill the table and stop
+%% the node). Each form below names a new name 3,000 times; without the
+%% parser's encoder each made at least one atom.
+specs_make_no_atoms(_Config) ->
+    Forms = [fun(N) -> ["Nope", N, ".Mod.f/1"] end,
+             fun(N) -> [":nope", N, ".f/1"] end,
+             fun(N) -> ["Enum.nope", N, "/2"] end,
+             fun(N) -> ["Enum.map(x, :nope", N, ")"] end,
+             fun(N) -> ["Enum.map(%{nope", N, ": 1}, y)"] end,
+             fun(N) -> ["Enum.map([nope", N, ": 1], y)"] end,
+             fun(N) -> ["Enum.map(%Nope", N, "{}, y)"] end,
+             fun(N) -> ["Enum.map(v", N, ", v", N, ") when is_list(v", N, ")"] end,
+             fun(N) -> ["Enum.map(x, y) when x.nope", N, " > 1"] end,
+             fun(N) -> ["Enum.map(x, y) when nope", N, "(x)"] end,
+             fun(N) -> ["Enum.map(x, y) when :erlang.nope", N, "(x)"] end,
+             fun(N) -> ["Enum.map(~NOPE", N, "\"a\", y)"] end,
+             fun(N) -> ["Enum.map(:\"nope", N, "#{1}\", y)"] end,
+             fun(N) -> ["Enum.map(x, y) when @nope", N] end],
+    Run = fun(From, To) ->
+                  [begin
+                       Text = unicode:characters_to_list(F(integer_to_list(I))),
+                       R = tracekit_spec:resolve(Text),
+                       ?assertMatch({_, _}, R)
+                   end || I <- lists:seq(From, To), F <- Forms]
+          end,
+    %% Once for the modules that the errors load.
+    Run(1, 2),
+    Before = erlang:system_info(atom_count),
+    Run(3, 3002),
+    Made = erlang:system_info(atom_count) - Before,
+    ct:log("~w atoms made by ~w specs", [Made, 3000 * length(Forms)]),
+    ?assert(Made < 20),
+    %% What they say, in Elixir's terms.
+    ?assertMatch("module Nope1.Mod is not available" ++ _, why("Nope1.Mod.f/1")),
+    ?assertMatch("undefined function Enum.nope1 (module Enum has no function nope1)" ++ _,
+                 why("Enum.nope1/2")),
+    ?assertMatch("the atom :nope1 does not exist in this node, so no call can hold it" ++ _,
+                 why("Enum.map(x, :nope1)")),
+    ?assertMatch("nope1(x) cannot be used in a guard" ++ _, why("Enum.map(x, y) when nope1(x)")),
+    ?assertMatch({ok, [#{match_spec := [{['$1', '$1'], [{is_list, '$1'}], []}]}]},
+                 tracekit_spec:parse("Enum.map(v1, v1) when is_list(v1)")).
+
+%% A name that is not an atom yet but is one of the spec's module (on the
+%% code path, not loaded): the module is loaded and the spec read again.
+%% The module is compiled by erlc, so that its atoms are not this node's.
+atoms_of_a_module_not_loaded_yet(Config) ->
+    Id = integer_to_list(erlang:unique_integer([positive])) ++ "_"
+        ++ integer_to_list(erlang:phash2(make_ref())),
+    Mod = "tk_elixir_late_" ++ Id,
+    Atom = "tk_late_atom_" ++ Id,
+    Dir = filename:join(?config(priv_dir, Config), "late"),
+    ok = filelib:ensure_path(Dir),
+    Src = filename:join(Dir, Mod ++ ".erl"),
+    ok = file:write_file(Src, io_lib:format("-module(~s).~n-export([f/1]).~nf(~s) -> ok.~n",
+                                            [Mod, Atom])),
+    Erlc = filename:join([code:root_dir(), "bin", "erlc"]),
+    Out = os:cmd(Erlc ++ " -o " ++ Dir ++ " " ++ Src),
+    ?assertEqual({"", true}, {Out, filelib:is_file(filename:join(Dir, Mod ++ ".beam"))}),
+    true = code:add_patha(Dir),
+    try
+        ?assertError(badarg, list_to_existing_atom(Mod)),
+        Spec = ":" ++ Mod ++ ".f(:" ++ Atom ++ ") -> return",
+        {ok, [{#{match_spec := MS}, _}]} = tracekit_spec:resolve(Spec),
+        ?assertEqual([{[list_to_existing_atom(Atom)], [], [{return_trace}]}], MS)
+    after
+        code:del_path(Dir)
+    end.
+
+%% A node without tracekit, lent it (tracekit_push), and without Elixir:
+%% a trace started from this node, which has Elixir, prints its calls in
+%% Elixir syntax (the lines are made here), and a spec in Elixir syntax
+%% selects there what it says.
+lent_node_prints_elixir(Config) ->
+    Dist = case node() of
+               nonode@nohost ->
+                   _ = os:cmd("epmd -daemon"),
+                   timer:sleep(200),
+                   {ok, _} = net_kernel:start(tracekit_elixir_ct, #{name_domain => shortnames}),
+                   true;
+               _ ->
+                   false
+           end,
+    Io = ?config(io, Config),
+    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(?MODULE)}),
+    try
+        ?assertEqual(non_existing, erpc:call(Node, code, which, [tracekit_agent])),
+        ?assertEqual(non_existing, erpc:call(Node, code, which, ['Elixir.Code'])),
+        {ok, T} = tracekit:calls(":lists.seq(1, n) when n > 2 -> return",
+                                 #{nodes => [Node], io => Io, max_events => 2,
+                                   syntax => elixir, colour => false}),
+        [1, 2] = erpc:call(Node, lists, seq, [1, 2]),
+        [1, 2, 3] = erpc:call(Node, lists, seq, [1, 3]),
+        {ok, _} = tracekit:wait(T, 10000),
+        Lines = tk_capture:lines(Io),
+        ct:log("~p", [Lines]),
+        Node1 = atom_to_list(Node),
+        Re = fun(What) -> "^" ++ Node1 ++ " [0-9:.]+ #PID<[0-9.]+> " ++ What ++ "$" end,
+        ?assertMatch([_], [L || L <- Lines, re:run(L, Re(":lists\\.seq\\(1, 3\\)")) =/= nomatch]),
+        ?assertMatch([_], [L || L <- Lines,
+                                re:run(L, Re(":lists\\.seq/2 -> \\[1, 2, 3\\]")) =/= nomatch]),
+        ?assertEqual([], [L || L <- Lines, string:find(L, "seq(1, 2)") =/= nomatch])
+    after
+        peer:stop(Peer),
+        _ = [net_kernel:stop() || Dist]
     end.
