@@ -492,7 +492,7 @@ write(#{logfile := Log, suite := Suite, tc := TC, events := All, lost := Lost,
     TextOpts = text_opts(Suite, Events, Opts, FOpts),
     Lines = [[node_prefix(E, Opts), Line, $\n]
              || {E, Line} <- tracekit_format:events(Events, TextOpts)],
-    ok = file:write_file(Base ++ ".txt", unicode:characters_to_binary([Header, Lines])),
+    ok = tracekit_private:write_file(Base ++ ".txt", unicode:characters_to_binary([Header, Lines])),
     Diagrams = [diagram(Base ++ ".messages.mmd", "messages",
                         message_arrows(Events), Names, FOpts)
                 || maps:get(messages, Opts)]
@@ -583,7 +583,7 @@ html_link(File, Text) ->
 diagram(File, What, Arrows, Names, FOpts) ->
     Labels = maps:map(fun(P, _) -> tracekit_format:pid(P, FOpts) end, Names),
     Text = tracekit_mermaid:sequence(Arrows, #{names => Labels#{untraced => "(untraced)"}}),
-    ok = file:write_file(File, unicode:characters_to_binary(Text)),
+    ok = tracekit_private:write_file(File, unicode:characters_to_binary(Text)),
     {File, "Mermaid diagram of " ++ What}.
 
 pids(Events) ->
