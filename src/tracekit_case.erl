@@ -165,7 +165,7 @@ write(Base, #{events := All, lost := Lost, opts := Opts, tc_pid := TcPid, mark :
     TextOpts = text_opts(maps:get(records, Rec, []), Events, Opts, FOpts),
     Lines = [[node_prefix(E, Opts), Line, $\n]
              || {E, Line} <- tracekit_format:events(Events, TextOpts)],
-    ok = file:write_file(Base ++ ".txt", unicode:characters_to_binary([Header, Lines])),
+    ok = tracekit_private:write_file(Base ++ ".txt", unicode:characters_to_binary([Header, Lines])),
     Diagrams = [diagram(Base ++ ".messages.mmd", "messages",
                         message_arrows(Events, FOpts), Names, FOpts)
                 || maps:get(messages, Opts)]
@@ -253,7 +253,7 @@ diagram(File, What, Arrows, Names, FOpts) ->
     Pids = maps:keys(Names) ++ [P || {F, T, _} <- Arrows, P <- [F, T], is_pid(P)],
     Labels = maps:from_list([{P, tracekit_format:pid(P, FOpts)} || P <- Pids]),
     Text = tracekit_mermaid:sequence(Arrows, #{names => Labels#{untraced => "(untraced)"}}),
-    ok = file:write_file(File, unicode:characters_to_binary(Text)),
+    ok = tracekit_private:write_file(File, unicode:characters_to_binary(Text)),
     {File, "Mermaid diagram of " ++ What}.
 
 pids(Events) ->

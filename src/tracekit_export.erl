@@ -23,9 +23,13 @@
 %% name, or a list of them (read with {@link tracekit_file:fold/4}, one
 %% chunk per file in memory: a file of any size is exported in bounded
 %% memory, except for what `folded' keeps per distinct stack). A
-%% destination is a file name (created or truncated) or an open io device
+%% destination is a file name or an open io device
 %% (written with `io:put_chars/2': open files with `{encoding, utf8}'), or
-%% a raw file from `file:open/2' with `[raw]'.
+%% a raw file from `file:open/2' with `[raw]'. A file name is written as
+%% the trace files it comes from are kept, since it holds their message
+%% contents: with mode 0600, in a private directory beside it, and renamed
+%% to the name when done (a file of that name is replaced, a link there is
+%% replaced, not followed; a failed export leaves the name as it was).
 %%
 %% Errors are `{error, Reason}': `{bad_source, Term}', `{bad_dest, Term}',
 %% `{bad_option, Option}', `{file, Path, Posix}' when the destination
@@ -251,24 +255,31 @@ run2(Source, Dest, Opts, St00) ->
             St0 = St00#st{out = Out, names = maps:get(names, Opts, #{})},
             _ = put(?ATOM_TEXTS, #{}),
             Heap = process_flag(min_heap_size, ?EXPORT_HEAP),
-            try
-                St1 = start(St0),
-                Fun = fun(E, St) -> event(E, St) end,
-                {Result, St2} = case fold_source(Fun, St1, Source) of
-                                    {ok, S} -> {ok, S};
-                                    {error, R, S} -> {{error, R}, S}
-                                end,
-                St3 = flush(finish(St2), true),
-                case Result of
-                    ok -> {ok, St3#st.n};
-                    Error -> Error
-                end
-            catch
-                throw:{tracekit_export, Why} -> {error, Why}
-            after
-                _ = erase(?ATOM_TEXTS),
-                _ = process_flag(min_heap_size, Heap),
-                Close()
+            {Result, Keep} =
+                try
+                    St1 = start(St0),
+                    Fun = fun(E, St) -> event(E, St) end,
+                    {Folded, St2} = case fold_source(Fun, St1, Source) of
+                                        {ok, S} -> {ok, S};
+                                        {error, R, S} -> {{error, R}, S}
+                                    end,
+                    St3 = flush(finish(St2), true),
+                    %% A file damaged part way: its events before the
+                    %% damage are kept.
+                    case Folded of
+                        ok -> {{ok, St3#st.n}, ok};
+                        Error -> {Error, ok}
+                    end
+                catch
+                    throw:{tracekit_export, Why} -> {{error, Why}, abort}
+                after
+                    _ = erase(?ATOM_TEXTS),
+                    _ = process_flag(min_heap_size, Heap)
+                end,
+            case {Close(Keep), Result} of
+                {ok, _} -> Result;
+                {{error, _}, {error, _}} -> Result;
+                {{error, Posix}, _} -> {error, {file, Dest, Posix}}
             end;
         {error, _} = Error ->
             Error
@@ -287,13 +298,13 @@ check_opts(Opts) ->
 
 open_dest(Dest) when is_pid(Dest); is_atom(Dest), Dest =/= [] ->
     case Dest of
-        standard_io -> {ok, {io, Dest}, fun() -> ok end};
-        standard_error -> {ok, {io, Dest}, fun() -> ok end};
-        _ when is_pid(Dest) -> {ok, {io, Dest}, fun() -> ok end};
+        standard_io -> {ok, {io, Dest}, fun(_) -> ok end};
+        standard_error -> {ok, {io, Dest}, fun(_) -> ok end};
+        _ when is_pid(Dest) -> {ok, {io, Dest}, fun(_) -> ok end};
         _ -> open_file(Dest)
     end;
 open_dest(Dest) when is_tuple(Dest), element(1, Dest) =:= file_descriptor ->
-    {ok, {raw, Dest}, fun() -> ok end};
+    {ok, {raw, Dest}, fun(_) -> ok end};
 open_dest(Dest) when is_binary(Dest) ->
     open_file(Dest);
 open_dest(Dest) when is_list(Dest) ->
@@ -304,9 +315,11 @@ open_dest(Dest) when is_list(Dest) ->
 open_dest(Dest) ->
     {error, {bad_dest, Dest}}.
 
+%% Files hold message contents: written privately (0600, never through
+%% a link) and put at Path when done.
 open_file(Path) ->
-    case file:open(Path, [write, raw, binary]) of
-        {ok, Fd} -> {ok, {raw, Fd}, fun() -> _ = file:close(Fd), ok end};
+    case tracekit_private:open_output(Path) of
+        {ok, Fd, Done} -> {ok, {raw, Fd}, Done};
         {error, Posix} -> {error, {file, Path, Posix}}
     end.
 

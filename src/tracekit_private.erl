@@ -1,9 +1,11 @@
 %% @private
-%% @doc Private directories for trace files: trace files hold message
-%% contents, so the files an agent writes in a shared temporary directory,
-%% and the files fetched from other nodes, are made in a directory that
-%% only this user can enter (mode 0700, an unpredictable name), and the
-%% directory is deleted with them.
+%% @doc Private directories and files: trace files and what is made of
+%% them hold message contents, so the files an agent writes in a shared
+%% temporary directory, and the files fetched from other nodes, are made
+%% in a directory that only this user can enter (mode 0700, an
+%% unpredictable name), and the directory is deleted with them; an export,
+%% a report or a test case's files are written there too and then renamed
+%% to the name asked for ({@link open_output/1}).
 %%
 %% A directory's name is `Prefix', this VM's OS process id, a dash and
 %% random letters: the directories that a VM left when it stopped while
@@ -11,7 +13,7 @@
 %% runs tracekit again.
 -module(tracekit_private).
 
--export([dir/2, delete_dir/1, sweep/2, move_in/2]).
+-export([dir/2, delete_dir/1, sweep/2, move_in/2, open_output/1, write_file/2]).
 
 -include_lib("kernel/include/file.hrl").
 
@@ -64,6 +66,75 @@ move_in(From, To) ->
     case file:make_link(From, To) of
         ok -> _ = file:delete(From), ok;
         {error, _} = E -> E
+    end.
+
+%% The prefix of the private directory an output is written in.
+-define(OUTPUT_PREFIX, ".tracekit-out-").
+
+%% @doc Opens `Path' to be written: `{ok, Fd, Done}', where `Fd' is a raw
+%% file and `Done(ok)' puts what was written at `Path', `Done(abort)'
+%% forgets it. The file is made in a private directory beside `Path' with
+%% mode 0600 and renamed to `Path' when done: it is never written through
+%% a link planted at `Path' (a link there is replaced, not followed), never
+%% readable by others, and never seen half written. `Path' may name an
+%% existing regular file or link (replaced), nothing else.
+-spec open_output(file:filename_all()) ->
+          {ok, file:fd(), fun((ok | abort) -> ok | {error, atom()})} | {error, atom()}.
+open_output(Path) ->
+    Parent = filename:dirname(Path),
+    maybe
+        ok ?= replaceable(Path),
+        sweep(Parent, ?OUTPUT_PREFIX),
+        {ok, Dir} ?= dir(Parent, ?OUTPUT_PREFIX),
+        Tmp = filename:join(Dir, "output"),
+        {ok, Fd} ?= private_open(Tmp, Dir),
+        {ok, Fd, fun(ok) ->
+                         Closed = file:close(Fd),
+                         Moved = case Closed of
+                                     ok -> file:rename(Tmp, Path);
+                                     _ -> Closed
+                                 end,
+                         delete_dir(Dir),
+                         Moved;
+                    (abort) ->
+                         _ = file:close(Fd),
+                         delete_dir(Dir)
+                 end}
+    end.
+
+private_open(Tmp, Dir) ->
+    case file:open(Tmp, [write, raw, binary, exclusive]) of
+        {ok, Fd} ->
+            case file:change_mode(Tmp, 8#600) of
+                ok -> {ok, Fd};
+                {error, _} = E -> _ = file:close(Fd), delete_dir(Dir), E
+            end;
+        {error, _} = E ->
+            delete_dir(Dir),
+            E
+    end.
+
+replaceable(Path) ->
+    case file:read_link_info(Path) of
+        {ok, #file_info{type = regular}} -> ok;
+        {ok, #file_info{type = symlink}} -> ok;
+        {ok, #file_info{type = directory}} -> {error, eisdir};
+        {ok, #file_info{}} -> {error, not_a_regular_file};
+        {error, enoent} -> ok;
+        {error, _} = E -> E
+    end.
+
+%% @doc Writes `Data' to `Path' as {@link open_output/1} does.
+-spec write_file(file:filename_all(), iodata()) -> ok | {error, atom()}.
+write_file(Path, Data) ->
+    case open_output(Path) of
+        {ok, Fd, Done} ->
+            case file:write(Fd, Data) of
+                ok -> Done(ok);
+                {error, _} = E -> Done(abort), E
+            end;
+        {error, _} = E ->
+            E
     end.
 
 %% @doc Deletes the directories of `Parent' named `Prefix' followed by the

@@ -148,7 +148,7 @@ write(Source, File) ->
 write(Source, File, Opts) ->
     case html(Source, Opts) of
         {ok, Html, Info} ->
-            case file:write_file(File, Html) of
+            case tracekit_private:write_file(File, Html) of
                 ok -> {ok, Info};
                 {error, Posix} -> {error, {file, File, Posix}}
             end;

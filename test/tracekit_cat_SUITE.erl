@@ -10,12 +10,13 @@
 -module(tracekit_cat_SUITE).
 
 -include_lib("common_test/include/ct.hrl").
+-include_lib("kernel/include/file.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_group/2, end_per_group/2]).
 -export([workloads/1, random_terms/1, text_lines/1, lost_events/1, filters/1, nodes/1,
-         errors/1, damaged_files/1, wrap_set/1]).
+         errors/1, damaged_files/1, wrap_set/1, private_output/1]).
 -export([peer_workload/2]).
 
 -define(VARIANTS, [plain, timestamp, monotonic_timestamp,
@@ -27,7 +28,7 @@
 
 all() ->
     [{group, variants}, random_terms, text_lines, lost_events, filters, wrap_set, nodes,
-     errors, damaged_files].
+     errors, damaged_files, private_output].
 
 groups() ->
     [{variants, [], [{group, V} || V <- ?VARIANTS]}
@@ -782,3 +783,29 @@ crc_table() ->
 crc_entry(C, 0) -> C;
 crc_entry(C, K) when C band 1 =:= 1 -> crc_entry((C bsr 1) bxor 16#82F63B78, K - 1);
 crc_entry(C, K) -> crc_entry(C bsr 1, K - 1).
+
+%% -o holds message contents: written 0600, never through a link planted
+%% at its name (the link is replaced), an old file of the name replaced,
+%% nothing left beside it; an output that cannot be made leaves the name
+%% as it was.
+private_output(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "private_output"),
+    ok = file:make_dir(Dir),
+    Trace = filename:join(?config(priv_dir, Config), "private_output.tkt"),
+    write_chunks(Trace, 5),
+    Victim = filename:join(Dir, "victim"),
+    Out = filename:join(Dir, "out.txt"),
+    ok = file:write_file(Victim, <<"untouched">>),
+    ok = file:make_symlink(Victim, Out),
+    {0, <<>>, <<>>} = run(Config, ["-o", Out, Trace]),
+    ?assertEqual({ok, <<"untouched">>}, file:read_file(Victim)),
+    {ok, #file_info{type = regular, mode = Mode}} = file:read_link_info(Out),
+    ?assertEqual(8#600, Mode band 8#777),
+    {0, Text, <<>>} = run(Config, [Trace]),
+    ?assertEqual({ok, Text}, file:read_file(Out)),
+    {0, <<>>, <<>>} = run(Config, ["--format", "dbg", "-o", Out, Trace]),
+    ?assertNotEqual({ok, Text}, file:read_file(Out)),
+    {5, <<>>, E5} = run(Config, ["-o", Dir, Trace]),
+    one_line(E5, "not a regular file"),
+    ?assertEqual(["out.txt", "victim"], lists:sort(element(2, file:list_dir(Dir)))).
+

@@ -5,6 +5,7 @@
 -module(tracekit_export_tests).
 
 -include_lib("eunit/include/eunit.hrl").
+-include_lib("kernel/include/file.hrl").
 
 -export([server/0, work/1, fib/1]).
 
@@ -497,6 +498,38 @@ errors_test() ->
     ?assertEqual({error, {bad_dest, {not_a, dest}}}, tracekit_export:folded([], {not_a, dest})),
     ?assertEqual({error, {bad_option, {colour, red}}}, tracekit_export:chrome([], tmp("z"), #{colour => red})),
     ?assertEqual({error, {bad_source, 42}}, tracekit_export:chrome(42, standard_io)).
+
+%% An export holds message contents: written 0600, never through a link
+%% planted at its name, an old file of the name replaced, nothing left
+%% beside it.
+private_output_test() ->
+    Dir = tmp("private"),
+    ok = file:make_dir(Dir),
+    Victim = filename:join(Dir, "victim"),
+    Out = filename:join(Dir, "out.jsonl"),
+    Events = [{trace, self(), 'receive', {secret, I}} || I <- lists:seq(1, 3)],
+    try
+        ok = file:write_file(Victim, <<"untouched">>),
+        ok = file:make_symlink(Victim, Out),
+        {ok, 3} = tracekit_export:jsonl(Events, Out),
+        ?assertEqual({ok, <<"untouched">>}, file:read_file(Victim)),
+        {ok, #file_info{type = regular, mode = Mode}} = file:read_link_info(Out),
+        ?assertEqual(8#600, Mode band 8#777),
+        ?assertEqual(3, length(binary:split(element(2, file:read_file(Out)), <<"\n">>,
+                                            [global, trim_all]))),
+        %% An old export of the name is replaced.
+        {ok, 1} = tracekit_export:jsonl(tl(tl(Events)), Out),
+        ?assertEqual(1, length(binary:split(element(2, file:read_file(Out)), <<"\n">>,
+                                            [global, trim_all]))),
+        ?assertMatch({ok, _}, tracekit_report:write(Events, Out, #{})),
+        {ok, #file_info{mode = Mode2}} = file:read_link_info(Out),
+        ?assertEqual(8#600, Mode2 band 8#777),
+        %% A directory of the name is left alone.
+        ?assertEqual({error, {file, Dir, eisdir}}, tracekit_export:jsonl(Events, Dir)),
+        ?assertEqual(lists:sort(["out.jsonl", "victim"]), lists:sort(element(2, file:list_dir(Dir))))
+    after
+        file:del_dir_r(Dir)
+    end.
 
 %% At most 65536 sends wait for their receive: the oldest are forgotten.
 pending_bound_test_() ->

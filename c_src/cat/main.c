@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "merge.h"
@@ -18,15 +19,63 @@ static int fail_with(const cat_failure *f)
     return f->status;
 }
 
-/* The output file (or standard output): its descriptor, or -1. */
-static int open_output(const cat_args *a)
+/* The output file. It holds message contents, so it is made new
+ * (O_EXCL, mode 0600) under a hidden name beside its path, and renamed to
+ * the path once written: never written through a link planted at the path
+ * (a link there is replaced, not followed), never readable by others,
+ * never seen half written. */
+typedef struct {
+    const char *path; /* NULL: standard output */
+    char *tmp;        /* the hidden name while it is written */
+} out_file;
+
+/* Opens the output: its descriptor, or -1 said on standard error. */
+static int open_output(out_file *o)
 {
-    if (a->output == NULL)
+    if (o->path == NULL)
         return 1;
-    int fd = open(a->output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        cat_error("%s: %s", a->output, strerror(errno));
+    struct stat st;
+    if (lstat(o->path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+        cat_error("%s: not a regular file", o->path);
+        return -1;
+    }
+    const char *slash = strrchr(o->path, '/');
+    size_t dirlen = slash == NULL ? 0 : (size_t)(slash - o->path) + 1;
+    static const char hidden[] = ".tracekit-cat-XXXXXX";
+    o->tmp = xmalloc(dirlen + sizeof hidden);
+    memcpy(o->tmp, o->path, dirlen);
+    memcpy(o->tmp + dirlen, hidden, sizeof hidden);
+    int fd = mkstemp(o->tmp); /* O_EXCL, mode 0600 */
+    if (fd < 0) {
+        cat_error("%s: %s", o->path, strerror(errno));
+        free(o->tmp);
+        o->tmp = NULL;
+    }
     return fd;
+}
+
+/* Closes the output: renamed to its path if what it holds stands (all
+ * the events, or those before a damaged file's damage), removed otherwise.
+ * The status, CAT_OUTPUT if it could not be put there. */
+static int close_output(out_file *o, int fd, int status)
+{
+    if (o->path == NULL)
+        return status;
+    bool keep = status == CAT_OK || status == CAT_DAMAGED;
+    if (close(fd) != 0 && keep) {
+        cat_error("%s: %s", o->path, strerror(errno));
+        keep = false;
+        status = CAT_OUTPUT;
+    }
+    if (keep && rename(o->tmp, o->path) != 0) {
+        cat_error("%s: %s", o->path, strerror(errno));
+        keep = false;
+        status = CAT_OUTPUT;
+    }
+    if (!keep)
+        unlink(o->tmp);
+    free(o->tmp);
+    return status;
 }
 
 /* Whether the files are of more than one node. */
@@ -83,15 +132,11 @@ static bool open_sources(const cat_args *a, char ***files, size_t *nfiles, reade
 /* The opened files into the output file (or standard output). */
 static int write_output(const cat_args *a, reader *rs, size_t n)
 {
-    int fd = open_output(a);
+    out_file o = {.path = a->output, .tmp = NULL};
+    int fd = open_output(&o);
     if (fd < 0)
         return CAT_OUTPUT;
-    int status = run(a, rs, n, fd);
-    if (fd != 1 && close(fd) != 0 && status == CAT_OK) {
-        cat_error("%s: %s", a->output, strerror(errno));
-        status = CAT_OUTPUT;
-    }
-    return status;
+    return close_output(&o, fd, run(a, rs, n, fd));
 }
 
 int main(int argc, char **argv)

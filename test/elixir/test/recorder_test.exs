@@ -10,7 +10,9 @@ defmodule Tracekit.RecorderTest do
     assert out =~ "1) test fails to get a key (SampleTest)"
     assert out =~ ~r/tracekit: \d+ events of this test in #{Regex.escape(base)}\.txt \(also \.html, \.messages\.mmd, \.seq\.mmd\)/
     assert out =~ "tracekit_exunit records in each test whose setup calls :tracekit_exunit.record/1"
-    for ext <- ~w(.txt .html .messages.mmd .seq.mmd), do: assert(File.exists?(base <> ext))
+    # Written private (0600), as trace files are.
+    for ext <- ~w(.txt .html .messages.mmd .seq.mmd),
+        do: assert(Bitwise.band(File.stat!(base <> ext).mode, 0o177) == 0)
     assert File.ls!(dir) |> Enum.filter(&(&1 =~ "gets_a_key")) == []
 
     txt = File.read!(base <> ".txt")
