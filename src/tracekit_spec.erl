@@ -51,7 +51,6 @@
 -module(tracekit_spec).
 
 -export([parse/1, parse/2, resolve/1, resolve/2, shows_return/2, format/1]).
--export([compile/2, parse_actions_text/1]).
 
 -export_type([spec/0, call/0, mfa_pattern/0, opts/0]).
 
@@ -153,7 +152,10 @@ parse_spec(Spec, D) when is_list(Spec) ->
 parse_spec(Spec, _D) when is_tuple(Spec) ->
     wrap(Spec, parse_term(Spec));
 parse_spec(Spec, D) when is_function(Spec) ->
-    wrap(Spec, tracekit_spec_ex:parse_fun(Spec, D), elixir);
+    wrap(Spec, maybe
+                   {ok, Parts} ?= tracekit_spec_ex:parse_fun(Spec),
+                   compile(Parts, D)
+               end, elixir);
 parse_spec(Spec, _D) ->
     bad(Spec, "expected a string, {Module, Function, Arity}, "
         "{Module, Function, Arity, MatchSpec}, a capture (fun m:f/1, &M.f/1) "
@@ -162,8 +164,17 @@ parse_spec(Spec, _D) ->
 %% A string in Erlang or Elixir syntax (tracekit_spec_ex:syntax/1 tells).
 parse_text(Spec, S, D) ->
     case tracekit_spec_ex:syntax(S) of
-        elixir -> wrap(Spec, tracekit_spec_ex:parse_string(S, D), elixir);
+        elixir -> wrap(Spec, elixir(S, D), elixir);
         erlang -> wrap(Spec, parse_string(S, D))
+    end.
+
+%% An Elixir spec: its call read by tracekit_spec_ex (which calls nothing
+%% here: one module reads Elixir, this one compiles both).
+elixir(S, D) ->
+    maybe
+        {ok, Parts, ActionText} ?= tracekit_spec_ex:parse_string(S),
+        {ok, Actions} ?= parse_actions_text(ActionText),
+        compile(Parts#{actions => Actions}, D)
     end.
 
 %% Whether L is a string: true, {false, NotAChar} for a list of integers

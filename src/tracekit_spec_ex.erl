@@ -29,7 +29,7 @@
 %% guard or the other).
 -module(tracekit_spec_ex).
 
--export([syntax/1, parse_string/2, parse_fun/2, fun_text/1, example/0,
+-export([syntax/1, parse_string/1, parse_fun/1, fun_text/1, example/0,
          not_loaded/2, no_match/4]).
 
 -define(EXAMPLE, "for example \"Enum.map/2\", "
@@ -78,11 +78,13 @@ alias_char(C) ->
 example() ->
     ?EXAMPLE.
 
-%% @doc Reads an Elixir spec string. D: the stack depth of `-> stack'.
--spec parse_string(string(), 1..64) -> {ok, tracekit_spec:call()} | {error, iodata()}.
-parse_string(S, _D) when length(S) > ?MAX_CHARS ->
+%% @doc Reads an Elixir spec string: the parts of its call that
+%% tracekit_spec compiles (in Erlang's abstract format) and the text of
+%% its actions (`none' without `->'), which tracekit_spec reads.
+-spec parse_string(string()) -> {ok, map(), string() | none} | {error, iodata()}.
+parse_string(S) when length(S) > ?MAX_CHARS ->
     {error, io_lib:format("the spec is longer than ~w characters", [?MAX_CHARS])};
-parse_string(S, D) ->
+parse_string(S) ->
     case tracekit_ex:loaded() of
         false ->
             {error, ["the spec is in Elixir syntax, and Elixir is not loaded in this node: "
@@ -90,11 +92,9 @@ parse_string(S, D) ->
         true ->
             {Head, ActionText} = split_actions(S),
             maybe
-                {ok, Actions} ?= tracekit_spec:parse_actions_text(ActionText),
                 {ok, Ast} ?= quoted(Head),
                 {ok, Parts} ?= read(Head, Ast),
-                tracekit_spec:compile(Parts#{actions => Actions, text => string:trim(S),
-                                             syntax => elixir}, D)
+                {ok, Parts#{text => string:trim(S), syntax => elixir}, ActionText}
             end
     end.
 
@@ -626,20 +626,20 @@ code(Ast) ->
 %%% Captures and errors ---------------------------------------------------
 
 %% @doc A capture of a named function (`&MyApp.Server.handle_call/3',
-%% `fun lists:seq/2'): every call of that function.
--spec parse_fun(function(), 1..64) -> {ok, tracekit_spec:call()} | {error, iodata()}.
-parse_fun(Fun, D) ->
+%% `fun lists:seq/2'): every call of that function (the parts that
+%% tracekit_spec compiles).
+-spec parse_fun(function()) -> {ok, map()} | {error, iodata()}.
+parse_fun(Fun) ->
     case erlang:fun_info(Fun, type) of
         {type, external} ->
             {module, M} = erlang:fun_info(Fun, module),
             {name, F} = erlang:fun_info(Fun, name),
             {arity, A} = erlang:fun_info(Fun, arity),
             Syntax = case tracekit_ex:loaded() of true -> elixir; false -> erlang end,
-            tracekit_spec:compile(#{module => M, function => F, arity => A, args => none,
-                                    guards => none, syntax => Syntax,
-                                    actions => #{return => false, exception => false,
-                                                 stack => none},
-                                    text => fun_text(Fun)}, D);
+            {ok, #{module => M, function => F, arity => A, args => none,
+                   guards => none, syntax => Syntax,
+                   actions => #{return => false, exception => false, stack => none},
+                   text => fun_text(Fun)}};
         {type, local} ->
             {error, "an anonymous function cannot be traced: give a capture of a named "
              "function, as &MyApp.Server.handle_call/3 (in Erlang, fun m:f/2)"}
