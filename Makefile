@@ -1,7 +1,8 @@
 # tracekit: the development build (GNU make).
 #
 #   make            the NIFs and tracekit-cat into priv/, the beams (rebar3)
-#   make test       C core tests, the same under ASan+UBSan and TSan, EUnit, CT
+#   make test       C core tests, the same under ASan+UBSan and TSan, EUnit, CT,
+#                   the Elixir tests (ExUnit, iex)
 #   make test-all   `make test` on OTP 27, then on OTP 29
 #   make test-package  tracekit as a dependency: a rebar3 project, its
 #                   release, the Hex-style tarball, a mix project
@@ -131,7 +132,7 @@ build/bench/bench_hot: c_src/bench/bench_hot.c $(LIB_SRC) $(LIB_HDR)
 	$(CC) $(C_BASE) -O2 -g -Ic_src/lib -pthread $< $(LIB_SRC) -o $@ -lpthread -lm
 
 # ---- targets ---------------------------------------------------------------
-.PHONY: all nif cat cat-asan test-nifs bench-nifs beams test test-c \
+.PHONY: all nif cat cat-asan test-nifs bench-nifs beams test test-elixir test-c \
         test-c-asan test-c-tsan test-c-long eunit ct test-nif-asan test-all \
         test-package check dialyzer xref bench demo clean distclean otp-info \
         viewers-install test-viewers screenshots
@@ -158,7 +159,7 @@ beams: nif cat
 otp-info:
 	@echo "OTP $(OTP_REL) (erts $(ERTS_VSN)) from $(OTP_PATH)"
 
-test: otp-info test-c test-c-asan test-c-tsan eunit ct
+test: otp-info test-c test-c-asan test-c-tsan eunit ct test-elixir
 
 test-c: build/ctest/plain/tk_tests
 	$<
@@ -175,12 +176,19 @@ test-c-long: build/ctest/tsan/tk_tests build/ctest/asan/tk_tests
 	TK_TEST_LONG=1 TSAN_OPTIONS=halt_on_error=1 build/ctest/tsan/tk_tests --threaded
 	TK_TEST_LONG=1 ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 build/ctest/asan/tk_tests --threaded
 
+# The Elixir tests (scripts/test-elixir): ExUnit in a Mix project that
+# depends on this tree; skipped, with a line, where Elixir cannot be had.
+test-elixir: nif
+	scripts/test-elixir
+
 # EUNIT_ARGS / CT_ARGS select, for example CT_ARGS="--suite test/tracekit_SUITE".
 eunit: nif test-nifs
 	$(REBAR) eunit $(EUNIT_ARGS)
 
+# tracekit_elixir_SUITE loads the Elixir of scripts/elixir (when there is
+# one for this OTP) by code path.
 ct: nif test-nifs cat cat-asan
-	$(REBAR) ct $(CT_ARGS)
+	TRACEKIT_ELIXIR="$$(scripts/elixir path 2>/dev/null | tail -n 1)" $(REBAR) ct $(CT_ARGS)
 
 # The NIFs built with AddressSanitizer and UBSan (NIF_VARIANT=asan), in real
 # VMs: the sanitizer runtime of $(CC) is preloaded into every VM the tests

@@ -85,6 +85,12 @@
 %%   calls, returns, exceptions and message directions when the io device
 %%   writes to a terminal (not with `TERM=dumb' or `NO_COLOR' set);
 %%   `true' always, `false' never.</dd>
+%% <dt>`syntax'</dt><dd>`auto' (default): Elixir syntax when the shell
+%%   is iex (`IEx.started?/0'), else Erlang; `erlang'; `elixir' (Elixir
+%%   loaded in this node): terms by Elixir's inspect, calls as
+%%   `MyApp.Server.handle_call(%{op: :get}, ...)', pids as `#PID<0.105.0>'
+%%   (see {@link tracekit_format}). Specs may be in either syntax
+%%   whatever this says ({@link tracekit_spec}).</dd>
 %% </dl>
 %% The processes that printing a line goes through are never traced by
 %% `all' or `existing' (each line would make more events): the printer,
@@ -117,20 +123,22 @@
                   stack_depth => 1..64,
                   records => boolean() | [module()],
                   short_refs => boolean(),
-                  colour => boolean() | auto}.
+                  colour => boolean() | auto,
+                  syntax => erlang | elixir | auto}.
 %% `reason': why the trace ended; `shown': events printed or collected;
 %% `dropped': events that happened while tracing but were not shown (beyond
 %% a limit, or refused by a full ring); `events': the collected events when
 %% `print' is false.
 -type summary() :: tracekit_trace:summary().
 -type error() :: {error, {bad_spec | bad_process | bad_option | bad_node | tracer_failed,
-                          term(), string()}}.
+                          term(), string() | binary()}}.
 
 -define(DEFAULTS, #{max_events => 100, max_time => 15000, rate => none,
                     print => true, depth => 20, line_length => 240,
                     processes => all, scope => local,
                     ring_size => 1 bsl 18, payload => full, stack_depth => 8,
-                    records => true, short_refs => true, colour => auto}).
+                    records => true, short_refs => true, colour => auto,
+                    syntax => auto}).
 
 %% @equiv calls(Spec, #{})
 -spec calls(tracekit_spec:spec()) -> {ok, trace()} | error().
@@ -155,7 +163,7 @@ calls(Spec, Opts) ->
                                                MFA <- MFAs],
                  seq_trace => false},
         tracekit_trace:start(Plan, O#{specs => [C || {C, _} <- Resolved],
-                                      header => {calls, [Text, in_procs(Procs)]}})
+                                      header => {calls, [Text, in_procs(Procs, O)]}})
     end.
 
 %% @equiv messages(Processes, #{})
@@ -189,7 +197,7 @@ procs_trace(Kind, Processes, Opts) ->
                     procs -> [procs, timestamp]
                 end,
         tracekit_trace:start(#{procs => [{Procs, Flags}], calls => [], seq_trace => false},
-                             O#{header => {Kind, procs_text(Procs)}})
+                             O#{header => {Kind, procs_text(Procs, O)}})
     end.
 
 %% @doc Stops every trace the calling process started, and returns when
@@ -290,7 +298,7 @@ await(Trace, Mon, Timeout) ->
 
 options(Opts) when is_map(Opts) ->
     case [{K, V, Why} || K := V <- Opts, Why <- [problem(K, V)], Why =/= none] of
-        [] -> {ok, maps:merge(?DEFAULTS, Opts)};
+        [] -> {ok, syntax(maps:merge(?DEFAULTS, Opts))};
         [{K, V, Why} | _] -> {error, {bad_option, {K, V}, Why}}
     end;
 options(Opts) ->
@@ -329,6 +337,7 @@ valid(records, B) when is_boolean(B) -> true;
 valid(records, L) -> is_list(L) andalso L =/= [] andalso lists:all(fun is_atom/1, proper(L));
 valid(short_refs, B) -> is_boolean(B);
 valid(colour, C) -> is_boolean(C) orelse C =:= auto;
+valid(syntax, S) -> S =:= auto orelse S =:= erlang orelse (S =:= elixir andalso tracekit_ex:loaded());
 valid(nodes, all) -> true;
 valid(nodes, L) -> is_list(L) andalso L =/= [] andalso lists:all(fun is_atom/1, proper(L));
 valid(_, _) -> false.
@@ -383,12 +392,14 @@ option_help(stack_depth) -> "stack_depth is an integer from 1 to 64";
 option_help(records) -> "records is true, false or a list of modules whose records to read";
 option_help(short_refs) -> "short_refs is true or false";
 option_help(colour) -> "colour is auto, true or false";
+option_help(syntax) -> "syntax is auto (elixir in iex, else erlang), erlang, or elixir "
+                           "(which needs Elixir loaded in this node)";
 option_help(K) ->
     lists:flatten(io_lib:format(
                     "unknown option ~tw; known: max_events, max_time, rate, "
                     "print, format, io, depth, line_length, processes, scope, "
                     "ring_size, payload, file, nodes, stack_depth, records, "
-                    "short_refs, colour", [K])).
+                    "short_refs, colour, syntax", [K])).
 
 %% With `nodes', pids of any node and names are taken as they are: each
 %% node looks up its own (tracekit_nodes).
@@ -457,17 +468,27 @@ process(Name) when is_atom(Name) ->
 process(P) ->
     throw({bad_process, P, "expected a pid or a registered name"}).
 
-in_procs(all) -> " in all processes";
-in_procs(Procs) -> [" in ", procs_text(Procs)].
+%% The syntax of the lines: auto is Elixir's when the shell is iex.
+syntax(#{syntax := auto} = O) ->
+    O#{syntax := case tracekit_ex:iex() of
+                     true -> elixir;
+                     false -> erlang
+                 end};
+syntax(O) ->
+    O.
 
-procs_text(all) -> "all processes";
-procs_text(new) -> "new processes";
-procs_text(existing) -> "existing processes";
-procs_text(Procs) ->
+in_procs(all, _O) -> " in all processes";
+in_procs(Procs, O) -> [" in ", procs_text(Procs, O)].
+
+procs_text(all, _O) -> "all processes";
+procs_text(new, _O) -> "new processes";
+procs_text(existing, _O) -> "existing processes";
+procs_text(Procs, O) ->
     Pids = [P || P <- Procs, is_pid(P)],
-    Names = tracekit_format:names(Pids),
+    FOpts = (maps:with([syntax], O))#{names => tracekit_format:names(Pids)},
     lists:join(", ", [case P of
-                          _ when is_pid(P) -> tracekit_format:pid(P, #{names => Names});
+                          _ when is_pid(P) -> tracekit_format:pid(P, FOpts);
+                          _ when map_get(syntax, O) =:= elixir -> tracekit_format:term(P, FOpts);
                           _ -> atom_to_list(P)
                       end || P <- Procs]).
 

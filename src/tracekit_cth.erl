@@ -228,7 +228,7 @@ start_case(Suite, TC, Cfg, ok, #state{opts = Base} = St0) ->
             St;
         {ok, Opts} ->
             Mark = {Suite, TC, 1},
-            case record(Opts, Mark) of
+            case tracekit_case:record(Opts, Mark) of
                 nothing ->
                     St;
                 {error, Why} ->
@@ -237,11 +237,11 @@ start_case(Suite, TC, Cfg, ok, #state{opts = Base} = St0) ->
                 {ok, R} ->
                     %% The token after the recording is started: the
                     %% recording's own messages are not part of the flow.
-                    seq_token(Opts),
+                    tracekit_case:seq_token(Opts),
                     St#state{current = #{suite => Suite, tc => TC,
                                          recorder => R, opts => Opts,
                                          tc_pid => self(), mark => Mark,
-                                         names => start_names(Opts),
+                                         names => tracekit_case:start_names(Opts),
                                          logfile => proplists:get_value(tc_logfile, Cfg)}}
             end
     end.
@@ -332,85 +332,6 @@ is_proper(L) ->
         error:badarg -> false
     end.
 
-%% Starts the recording of a case: a trace (tracekit_trace, as the
-%% shell's) that keeps the last `events' events in overwrite rings, goes
-%% on when the test case process is killed, and also records the calls,
-%% returns and exceptions of the case function (Mark) in the test case
-%% process with its process events, to find where the case body begins
-%% and ends.
-record(#{calls := Calls, messages := M, procs := P, seq_trace := Seq} = Opts, Mark) ->
-    case Calls =:= [] andalso not M andalso not P andalso not Seq of
-        true ->
-            nothing;
-        false ->
-            maybe
-                {ok, Resolved} ?= case Calls of
-                                      [] -> {ok, []};
-                                      _ -> tracekit_spec:resolve(Calls)
-                                  end,
-                Procs = lists:usort([Pid || X <- maps:get(processes, Opts), Pid <- [proc(X)],
-                                            is_pid(Pid), is_process_alive(Pid)]),
-                Flags = [send || M] ++ ['receive' || M] ++ [procs || P],
-                Plan = #{procs => [{Procs, [timestamp | Flags]} || Flags =/= [], Procs =/= []]
-                             ++ [{all, [call, timestamp]} || Resolved =/= []]
-                             ++ [{[self()], [call, procs, timestamp]}],
-                         calls => [{MFA, MS, local} || {#{match_spec := MS}, MFAs} <- Resolved,
-                                                       MFA <- MFAs]
-                             ++ [{Mark, [{'_', [], [{exception_trace}]}], local}],
-                         seq_trace => Seq},
-                Trace = #{print => false, watch => false, keep => {last, maps:get(events, Opts)},
-                          max_events => infinity, max_time => infinity, rate => none,
-                          ring_size => maps:get(ring_size, Opts), payload => full,
-                          policy => overwrite},
-                tracekit_trace:start(Plan, maps:merge(Trace, nodes_opts(Opts)))
-            end
-    end.
-
-%% With `nodes': every node named (those that cannot take part are left
-%% out, and said so), or with `all' every node connected now or later.
-nodes_opts(#{nodes := all}) ->
-    #{nodes => all, follow => true, bad_node => skip};
-nodes_opts(#{nodes := Nodes}) ->
-    #{nodes => lists:usort([node() | Nodes]), bad_node => skip};
-nodes_opts(_) ->
-    #{}.
-
-%% What a recording gives back: the events kept (oldest first), how many
-%% were lost (overwritten, dropped, or given way), and with `nodes' the
-%% nodes recorded on and those left out with the reason.
-recorded(#{events := Events, dropped := Lost} = Summary) ->
-    case Summary of
-        #{nodes := Nodes} ->
-            #{events => Events, lost => Lost,
-              nodes => lists:sort([N || N := #{state := S} <- Nodes, not is_failed(S)]),
-              failed => lists:sort([{N, Why} || N := #{state := {failed, Why}} <- Nodes])};
-        _ ->
-            #{events => Events, lost => Lost}
-    end.
-
-is_failed({failed, _}) -> true;
-is_failed(_) -> false.
-
-%% Names of the processes to trace, as they are when the case starts
-%% (they may be gone when the trace is written); the test case process
-%% is `testcase'.
-start_names(#{processes := Ps}) ->
-    maps:from_list([{self(), testcase}
-                    | [{Pid, Name} || Name <- Ps, is_atom(Name), Name =/= testcase,
-                                      Pid <- [whereis(Name)], is_pid(Pid)]]).
-
-proc(testcase) -> self();
-proc(P) when is_pid(P) -> P;
-proc(Name) when is_atom(Name) -> whereis(Name);
-proc(_) -> undefined.
-
-seq_token(#{seq_trace := true}) ->
-    _ = seq_trace:set_token(label, erlang:unique_integer([positive]) band 16#FFFFFF),
-    _ = [seq_trace:set_token(F, true) || F <- [send, 'receive', timestamp]],
-    ok;
-seq_token(_) ->
-    ok.
-
 stop_recorder(#state{current = #{recorder := R, tc := TC} = Cur} = St)
   when not is_map_key(events, Cur) ->
     _ = case Cur of
@@ -419,7 +340,7 @@ stop_recorder(#state{current = #{recorder := R, tc := TC} = Cur} = St)
         end,
     case tracekit:stop(R) of
         {ok, Summary} ->
-            St#state{current = maps:merge(Cur, recorded(Summary))};
+            St#state{current = maps:merge(Cur, tracekit_case:recorded(Summary))};
         {error, Why} ->
             log_error("the recorder of ~tw was gone: ~tp", [TC, Why]),
             St#state{current = none}
@@ -450,202 +371,17 @@ outcome(_) -> passed.
 
 %%% Writing -------------------------------------------------------------------
 
-%% With `nodes', each line begins with its event's node.
-node_prefix(E, #{nodes := _}) -> [atom_to_list(event_node(E)), " "];
-node_prefix(_, _) -> "".
-
-%% The node where an event happened: its process's, or for a seq_trace
-%% event the sender's (send, print) or the receiver's.
-event_node({seq_trace, _, Info}) -> info_node(Info);
-event_node({seq_trace, _, Info, _}) -> info_node(Info);
-event_node(E) when tuple_size(E) >= 2 ->
-    case element(2, E) of
-        P when is_pid(P); is_port(P) -> node(P);
-        _ -> node()
-    end.
-
-info_node({'receive', _, _, To, _}) when is_pid(To) -> node(To);
-info_node({_, _, From, _, _}) when is_pid(From) -> node(From);
-info_node(_) -> node().
-
-nodes_line(#{nodes := Nodes} = Rec) ->
-    io_lib:format("recorded on ~ts~ts~n",
-                  [lists:join(", ", [atom_to_list(N) || N <- Nodes]),
-                   [io_lib:format("; not on ~ts (~0tP)", [atom_to_list(N), Why, 8])
-                    || {N, Why} <- maps:get(failed, Rec, [])]]);
-nodes_line(_) ->
-    "".
-
 write(#{logfile := undefined, tc := TC}, _Outcome) ->
     log_error("no log file known for ~tw: the trace is not written", [TC]);
-write(#{logfile := Log, suite := Suite, tc := TC, events := All, lost := Lost,
-        opts := Opts, tc_pid := TcPid, mark := Mark, names := StartNames} = Rec, Outcome) ->
+write(#{logfile := Log, suite := Suite, tc := TC} = Rec, Outcome) ->
     Base = filename:rootname(Log) ++ ".tracekit",
-    Events = body(All, TcPid, Mark, maps:get(procs, Opts)
-                                     andalso lists:member(testcase, maps:get(processes, Opts))),
-    Names = maps:merge(tracekit_format:names(pids(Events)), StartNames),
-    FOpts = #{depth => maps:get(depth, Opts), line_length => maps:get(line_length, Opts),
-              names => Names},
-    Header = io_lib:format("tracekit trace of ~tw:~tw (~w): ~w events of the test "
-                           "case body (~w earlier events lost)~n~ts",
-                           [Suite, TC, Outcome, length(Events), Lost, nodes_line(Rec)]),
-    TextOpts = text_opts(Suite, Events, Opts, FOpts),
-    Lines = [[node_prefix(E, Opts), Line, $\n]
-             || {E, Line} <- tracekit_format:events(Events, TextOpts)],
-    ok = tracekit_private:write_file(Base ++ ".txt", unicode:characters_to_binary([Header, Lines])),
-    Diagrams = [diagram(Base ++ ".messages.mmd", "messages",
-                        message_arrows(Events), Names, FOpts)
-                || maps:get(messages, Opts)]
-        ++ [diagram(Base ++ ".seq.mmd", "seq_trace", seq_arrows(Events), Names, FOpts)
-            || maps:get(seq_trace, Opts)],
-    Report = report(Base ++ ".html", Events, Suite, TC, Outcome, Lost, Names, TextOpts),
-    Links = [html_link(F, Text) || {F, Text} <- [{Base ++ ".txt", "events"} | Report] ++ Diagrams],
+    {N, Files, Problems} = tracekit_case:write(Base, Rec#{title => io_lib:format("~tw:~tw", [Suite, TC]),
+                                                         records => Suite}, Outcome),
+    _ = [log_error("the HTML report of ~tw was not written: ~0tp", [TC, Why])
+         || {_, Why} <- Problems],
+    Links = [html_link(F, Text) || {F, Text} <- Files],
     ct:log("tracekit: ~w events of ~tw recorded: ~ts",
-           [length(Events), TC, lists:join(", ", Links)]).
-
-%% The text file's options: records (of the suite, the modules of the
-%% calls traced, those the events touch, and those asked for), short
-%% references, one line per message seen by both process tracing and
-%% seq_trace.
-text_opts(Suite, Events, Opts, FOpts) ->
-    FOpts1 = FOpts#{short_refs => true, merge_seq => true},
-    case maps:get(records, Opts) of
-        false ->
-            FOpts1;
-        R ->
-            Asked = [M || is_list(R), M <- R, code:ensure_loaded(M) =:= {module, M}],
-            Traced = case tracekit_spec:parse(maps:get(calls, Opts)) of
-                         {ok, Cs} -> [M || #{module := M} <- Cs];
-                         {error, _} -> []
-                     end,
-            Cache = lists:foldl(fun tracekit_records:learn/2,
-                                tracekit_records:new([Suite | Traced] ++ Asked), Events),
-            FOpts1#{records => tracekit_records:defs(Cache)}
-    end.
-
-%% The events from the call of the test case function to its return, its
-%% exception or the exit of the test case process (killed by a timetrap).
-%% All of them when the call is not among them (overwritten by later
-%% events). The process events of the test case process were recorded
-%% for the exit: they stay only when asked for (`Procs').
-body(Events, Pid, {M, F, A}, Procs) ->
-    IsCall = fun(E) -> mark(E, Pid) =:= {call, {M, F, A}} end,
-    Body = case lists:splitwith(fun(E) -> not IsCall(E) end, Events) of
-               {_, []} -> Events;
-               {_, [Call | Rest]} -> [Call | upto_end(Rest, Pid, {M, F, A})]
-           end,
-    [E || E <- Body, Procs orelse not is_proc_event(E, Pid) orelse mark(E, Pid) =:= exit].
-
-upto_end([], _, _) -> [];
-upto_end([E | Es], Pid, MFA) ->
-    case mark(E, Pid) of
-        {return_from, MFA} -> [E];
-        {exception_from, MFA} -> [E];
-        exit -> [E];
-        _ -> [E | upto_end(Es, Pid, MFA)]
-    end.
-
-mark(E, Pid) when element(1, E) =:= trace_ts, element(2, E) =:= Pid ->
-    case element(3, E) of
-        call -> {call, setelement(3, element(4, E), length(element(3, element(4, E))))};
-        Tag when Tag =:= return_from; Tag =:= exception_from -> {Tag, element(4, E)};
-        exit -> exit;
-        _ -> none
-    end;
-mark(_, _) ->
-    none.
-
-is_proc_event(E, Pid) ->
-    element(1, E) =:= trace_ts andalso element(2, E) =:= Pid andalso
-        lists:member(element(3, E), [spawn, spawned, exit, link, unlink, getting_linked,
-                                     getting_unlinked, register, unregister]).
-
-%% The HTML report of the case (tracekit_report), its table printed as the
-%% text file prints (records, short references); a failure to write it
-%% is logged and leaves the other files.
-report(File, Events, Suite, TC, Outcome, Lost, Names, FOpts) ->
-    Title = io_lib:format("tracekit: ~tw:~tw (~w)", [Suite, TC, Outcome]),
-    Note = io_lib:format("~w events of the test case body (~w earlier events lost)",
-                         [length(Events), Lost]),
-    Opts = maps:merge(maps:with([depth, line_length, records, short_refs], FOpts),
-                      #{title => Title, note => Note, lost => Lost, names => Names}),
-    case tracekit_report:write(Events, File, Opts) of
-        {ok, _} ->
-            [{File, "HTML report"}];
-        {error, Why} ->
-            log_error("the HTML report of ~tw was not written: ~0tp", [TC, Why]),
-            []
-    end.
+           [N, TC, lists:join(", ", Links)]).
 
 html_link(File, Text) ->
     io_lib:format("<a href=\"~ts\">~ts</a>", [filename:basename(File), Text]).
-
-diagram(File, What, Arrows, Names, FOpts) ->
-    Labels = maps:map(fun(P, _) -> tracekit_format:pid(P, FOpts) end, Names),
-    Text = tracekit_mermaid:sequence(Arrows, #{names => Labels#{untraced => "(untraced)"}}),
-    ok = tracekit_private:write_file(File, unicode:characters_to_binary(Text)),
-    {File, "Mermaid diagram of " ++ What}.
-
-pids(Events) ->
-    lists:usort([P || E <- Events, P <- tuple_to_list(E) ++ info(E), is_pid(P)]).
-
-info({seq_trace, _, Info}) when is_tuple(Info) -> tuple_to_list(Info);
-info({seq_trace, _, Info, _}) when is_tuple(Info) -> tuple_to_list(Info);
-info(_) -> [].
-
-%% Arrows of the messages seen by process tracing. A send to a pid is an
-%% arrow; a send to a name goes to the process that has the name now; a
-%% send to an alias goes to whoever receives the same message next. A
-%% receive that matches no send seen (its sender was not traced) is an
-%% arrow from `untraced'.
-message_arrows(Events) ->
-    {Arrows, _, _} = lists:foldl(fun message_arrow/2, {[], [], []}, Events),
-    [{F, T, L} || {_, F, T, L} <- lists:reverse(Arrows)].
-
-message_arrow(E, {Acc, Sent, Unknown} = State) when element(1, E) =:= trace;
-                                                     element(1, E) =:= trace_ts ->
-    N = length(Acc),
-    case tuple_to_list(E) of
-        [_, From, send, Msg, To | _] when is_pid(To) ->
-            {[{N, From, To, label(Msg)} | Acc], [{To, Msg} | Sent], Unknown};
-        [_, From, send, Msg, To | _] when is_atom(To) ->
-            Dest = case whereis(To) of undefined -> To; P -> P end,
-            {[{N, From, Dest, label(Msg)} | Acc], [{Dest, Msg} | Sent], Unknown};
-        [_, From, send, Msg, To | _] ->
-            {[{N, From, To, label(Msg)} | Acc], Sent, [{N, Msg} | Unknown]};
-        [_, From, send_to_non_existing_process, Msg, To | _] ->
-            {[{N, From, To, [label(Msg), " (no such process)"]} | Acc], Sent, Unknown};
-        [_, To, 'receive', Msg | _] ->
-            case lists:member({To, Msg}, Sent) of
-                true ->
-                    {Acc, lists:delete({To, Msg}, Sent), Unknown};
-                false ->
-                    case lists:keytake(Msg, 2, lists:reverse(Unknown)) of
-                        {value, {I, _}, Rest} ->
-                            {lists:keyreplace(I, 1, Acc, setelement(3, lists:keyfind(I, 1, Acc), To)),
-                             Sent, lists:reverse(Rest)};
-                        false ->
-                            {[{N, untraced, To, label(Msg)} | Acc], Sent, Unknown}
-                    end
-            end;
-        _ ->
-            State
-    end;
-message_arrow(_, State) ->
-    State.
-
-%% Arrows of the seq_trace sends; a send to an alias or a name goes to the
-%% process whose receive event has the same serial.
-seq_arrows(Events) ->
-    Infos = [I || E <- Events, I <- [seq_info(E)], I =/= none],
-    Receivers = maps:from_list([{{Serial, From}, To}
-                                || {'receive', Serial, From, To, _} <- Infos]),
-    [{From, maps:get({Serial, From}, Receivers, To), label(Msg)}
-     || {send, Serial, From, To, Msg} <- Infos].
-
-seq_info({seq_trace, _, Info}) -> Info;
-seq_info({seq_trace, _, Info, _}) -> Info;
-seq_info(_) -> none.
-
-label(Msg) ->
-    tracekit_format:message_label(Msg, 80).

@@ -301,7 +301,7 @@ open_dest(Dest) when is_pid(Dest); is_atom(Dest), Dest =/= [] ->
         standard_io -> {ok, {io, Dest}, fun(_) -> ok end};
         standard_error -> {ok, {io, Dest}, fun(_) -> ok end};
         _ when is_pid(Dest) -> {ok, {io, Dest}, fun(_) -> ok end};
-        _ -> open_file(Dest)
+        _ -> open_file(atom_to_list(Dest))
     end;
 open_dest(Dest) when is_tuple(Dest), element(1, Dest) =:= file_descriptor ->
     {ok, {raw, Dest}, fun(_) -> ok end};

@@ -37,6 +37,12 @@
 %% <dt>`short_refs'</dt><dd>for {@link events/2}: tag references along
 %%   the events (as `refs' does with a table made by {@link
 %%   tag_refs/2}).</dd>
+%% <dt>`syntax'</dt><dd>`erlang' (default) or `elixir': terms by Elixir's
+%%   `Kernel.inspect/2' (its `limit' is `depth', its `printable_limit'
+%%   `line_length'; structs as structs, strings as strings, no records),
+%%   calls as `MyApp.Server.handle_call(...)' and `:lists.seq/2', pids as
+%%   `#PID<0.105.0>', references as `#Reference<..98937>'. Elixir must be
+%%   loaded in the node (else `badarg').</dd>
 %% </dl>
 -module(tracekit_format).
 
@@ -57,7 +63,8 @@
                   stacks => false | pos_integer(),
                   colour => boolean(),
                   merge_seq => boolean(),
-                  short_refs => boolean()}.
+                  short_refs => boolean(),
+                  syntax => erlang | elixir}.
 %% The tags given to references so far: the table `refs' takes, and the
 %% tags in use.
 -opaque ref_table() :: {#{reference() => string()}, #{string() => []}}.
@@ -178,7 +185,7 @@ opts(Opts0, Args) when is_map(Opts0) ->
         #{depth := D, line_length := L, names := N} = Opts
           when is_integer(D), D > 0, is_integer(L), L > 0, is_map(N) ->
             case lists:all(fun(K) -> good(K, Opts) end,
-                           [records, refs, stacks, colour, merge_seq, short_refs]) of
+                           [records, refs, stacks, colour, merge_seq, short_refs, syntax]) of
                 true -> Opts;
                 false -> erlang:error(badarg, Args)
             end;
@@ -192,6 +199,8 @@ good(K, Opts) ->
     case Opts of
         #{K := V} when K =:= records; K =:= refs -> is_map(V);
         #{stacks := V} when K =:= stacks -> V =:= false orelse (is_integer(V) andalso V > 0);
+        #{syntax := V} when K =:= syntax -> V =:= erlang orelse (V =:= elixir andalso
+                                                                 tracekit_ex:loaded());
         #{K := V} -> is_boolean(V);
         #{} -> true
     end.
@@ -218,12 +227,13 @@ body(E, _) ->
 what(call, [{M, F, Args} | Extra], O) ->
     [mfargs(M, F, Args, O), extra(Extra, O)];
 what(return_from, [{M, F, A}, Val | Extra], O) ->
-    [paint(return, [mfa(M, F, A), " ->"], O), " ", t(Val, O), extra(Extra, O)];
+    [paint(return, [mfa(M, F, A, O), " ->"], O), " ", t(Val, O), extra(Extra, O)];
 what(exception_from, [{M, F, A}, {Class, Reason} | Extra], O) ->
-    [paint(exception, [mfa(M, F, A), " raised ", atom(Class), ":"], O), t(Reason, O),
+    [paint(exception, [mfa(M, F, A, O), " raised ", atom(Class), ":", raised_sep(O)], O),
+     t(Reason, O),
      extra(Extra, O)];
 what(return_to, [{M, F, A} | Extra], O) ->
-    ["returned to ", mfa(M, F, A), extra(Extra, O)];
+    ["returned to ", mfa(M, F, A, O), extra(Extra, O)];
 what(return_to, [undefined | Extra], O) ->
     ["returned to an untraced function", extra(Extra, O)];
 what(send, [Msg, To | Extra], O) ->
@@ -251,7 +261,7 @@ what(register, [Name | Extra], O) ->
 what(unregister, [Name | Extra], O) ->
     ["unregistered ", t(Name, O), extra(Extra, O)];
 what(Tag, [{M, F, A} | Extra], O) when is_atom(M), is_atom(F), is_integer(A) ->
-    [atom_to_list(Tag), " ", mfa(M, F, A), extra(Extra, O)];
+    [atom_to_list(Tag), " ", mfa(M, F, A, O), extra(Extra, O)];
 what(Tag, Rest, O) ->
     [atom_to_list(Tag) | [[" ", t(X, O)] || X <- Rest]].
 
@@ -262,13 +272,13 @@ extra([], _) -> [];
 extra(Xs, O) -> [extra1(X, O) || X <- Xs].
 
 extra1({caller, Caller}, #{stacks := N} = O) when is_integer(N) ->
-    case frame(Caller) of
+    case frame(Caller, O) of
         {ok, Text} -> paint(stack, [" <- ", Text], O);
         error when Caller =:= undefined -> paint(stack, " <- (caller unknown)", O);
         error -> [" (", t({caller, Caller}, O), ")"]
     end;
 extra1({stack, Frames} = X, #{stacks := N} = O) when is_integer(N), is_list(Frames) ->
-    try [begin {ok, T} = frame(F), T end || F <- Frames] of
+    try [begin {ok, T} = frame(F, O), T end || F <- Frames] of
         Texts ->
             {Shown, More} = case length(Texts) > N of
                                 true -> {lists:sublist(Texts, N), [" <- ..."]};
@@ -282,16 +292,16 @@ extra1(X, O) ->
     [" (", t(X, O), ")"].
 
 %% A frame of a stack (or a caller) as Module:Function/Arity.
-frame({M, F, A}) -> frame({M, F, A, []});
-frame({M, F, A, _}) when is_atom(M), is_atom(F), is_integer(A), A >= 0 ->
-    {ok, mfa(M, F, A)};
-frame({M, F, Args, _}) when is_atom(M), is_atom(F), is_list(Args) ->
+frame({M, F, A}, O) -> frame({M, F, A, []}, O);
+frame({M, F, A, _}, O) when is_atom(M), is_atom(F), is_integer(A), A >= 0 ->
+    {ok, mfa(M, F, A, O)};
+frame({M, F, Args, _}, O) when is_atom(M), is_atom(F), is_list(Args) ->
     try length(Args) of
-        A -> {ok, mfa(M, F, A)}
+        A -> {ok, mfa(M, F, A, O)}
     catch
         error:badarg -> error
     end;
-frame(_) -> error.
+frame(_, _) -> error.
 
 seq(Label, Info) ->
     fun(O) -> ["seq_trace ", t(Label, O), ": ", seq_info(Info, O)] end.
@@ -314,17 +324,28 @@ serial(S) -> io_lib:format("[~tw]", [S]).
 %% (`...' for all of them, or a list that ends in `...'), or be their
 %% number.
 mfargs(M, F, Args, O) when is_list(Args); Args =:= ?CUT ->
-    [paint(call, [atom(M), ":", atom(F)], O), "(", args(Args, "", O), ")"];
+    [paint(call, mf(M, F, O), O), "(", args(Args, "", O), ")"];
 mfargs(M, F, Arity, O) ->
-    paint(call, mfa(M, F, Arity), O).
+    paint(call, mfa(M, F, Arity, O), O).
 
 args([], _Sep, _O) -> [];
 args([A | As], Sep, O) -> [Sep, t(A, O) | args(As, ", ", O)];
 args(?CUT, Sep, _O) -> [Sep, ?ELLIPSIS];
 args(Tail, _Sep, O) -> [" | ", t(Tail, O)].
 
-mfa(M, F, A) ->
+mfa(M, F, A, #{syntax := elixir}) when is_atom(M), is_atom(F), is_integer(A) ->
+    tracekit_ex:mfa(M, F, A);
+mfa(M, F, A, _O) ->
     io_lib:format("~tw:~ts/~w", [M, atom(F), A]).
+
+mf(M, F, #{syntax := elixir}) when is_atom(M), is_atom(F) ->
+    tracekit_ex:mf(M, F);
+mf(M, F, _O) ->
+    [atom(M), ":", atom(F)].
+
+%% Elixir's text puts a space between the class and the reason.
+raised_sep(#{syntax := elixir}) -> " ";
+raised_sep(_) -> "".
 
 atom(A) -> io_lib:format("~tw", [A]).
 
@@ -333,6 +354,8 @@ atom(A) -> io_lib:format("~tw", [A]).
 dest(To, O) when is_reference(To) -> ["alias ", t(To, O)];
 dest(To, O) -> p(To, O).
 
+p(P, #{syntax := elixir} = O) when not is_pid(P), not is_port(P) ->
+    paint(pid, t(P, O), O);
 p(P, O) -> paint(pid, pid(P, O), O).
 
 %% @doc A term shortened to the depth and line length of the options
@@ -341,6 +364,23 @@ p(P, O) -> paint(pid, pid(P, O), O).
 term(T, Opts0) ->
     t(T, opts(Opts0, [T, Opts0])).
 
+%% In Elixir syntax Kernel.inspect/2, its limit the depth and its
+%% printable_limit the line length, with the reference tags.
+t(T, #{syntax := elixir, depth := D, line_length := L} = O) ->
+    Print = fun(X) -> tracekit_ex:inspect(X, #{limit => D, printable_limit => L}) end,
+    try
+        Refs = maps:get(refs, O, #{}),
+        {T1, Placed} = case map_size(Refs) of
+                           0 -> {T, []};
+                           _ -> place_refs(T, Refs)
+                       end,
+        case unplace(Print(T1), [{A, ex_tag(Tag), N} || {A, Tag, N} <- Placed], elixir) of
+            {ok, Text} -> Text;
+            text_like_a_placeholder -> Print(T)
+        end
+    catch
+        _:_ -> io_lib:format("~0tP", [T, D], [{chars_limit, L}])
+    end;
 %% Without records and reference tags, io_lib's ~P as it always was.
 t(T, #{depth := D, line_length := L} = O) ->
     Defs = maps:get(records, O, #{}),
@@ -363,7 +403,7 @@ t(T, #{depth := D, line_length := L} = O) ->
                                                              | Pretty]
                                                    end)
                     end,
-            case unplace(Print(T1), Placed) of
+            case unplace(Print(T1), Placed, erlang) of
                 {ok, Text} -> Text;
                 text_like_a_placeholder -> Print(T)
             end
@@ -492,12 +532,12 @@ placeholder(N) when N =< ?REF_SLOTS ->
 %% text_like_a_placeholder when the text shows a placeholder more often
 %% than it was put in the term (a string or binary of the term that reads
 %% like one).
-unplace(Text, []) ->
+unplace(Text, [], _Syntax) ->
     {ok, Text};
-unplace(Text, Placed) ->
+unplace(Text, Placed, Syntax) ->
     S0 = unicode:characters_to_list(Text),
     try lists:foldl(fun({Atom, Tag, N}, S) ->
-                            Parts = string:split(S, atom_text(Atom), all),
+                            Parts = string:split(S, atom_text(Atom, Syntax), all),
                             case length(Parts) - 1 =< N of
                                 true -> lists:join(Tag, Parts);
                                 false -> throw(text_like_a_placeholder)
@@ -508,8 +548,14 @@ unplace(Text, Placed) ->
         throw:text_like_a_placeholder -> text_like_a_placeholder
     end.
 
-atom_text(Atom) ->
-    lists:flatten(io_lib:format("~tw", [Atom])).
+atom_text(Atom, erlang) ->
+    lists:flatten(io_lib:format("~tw", [Atom]));
+atom_text(Atom, elixir) ->
+    unicode:characters_to_list(tracekit_ex:module(Atom)).
+
+%% A reference's tag as Elixir prints references: #Reference<..98937>.
+ex_tag("#Ref<" ++ Rest) -> "#Reference<" ++ Rest;
+ex_tag(Tag) -> Tag.
 
 %%% Colour ----------------------------------------------------------------------
 
@@ -654,6 +700,13 @@ suffix({'receive', _Label, Serial, From}, O) ->
 
 %% @doc A pid (or port) with its registered name when it has one.
 -spec pid(term(), opts()) -> unicode:chardata().
+pid(P, #{syntax := elixir} = Opts) when is_pid(P); is_port(P) ->
+    Text = tracekit_ex:inspect(P),
+    case Opts of
+        #{names := #{P := Name}} when is_atom(Name), Name =/= undefined ->
+            [Text, " (", string:trim(tracekit_ex:module(Name), leading, ":"), ")"];
+        _ -> Text
+    end;
 pid(P, Opts) ->
     case Opts of
         #{names := #{P := Name}} when Name =/= undefined -> io_lib:format("~w (~tw)", [P, Name]);

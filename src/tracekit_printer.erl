@@ -41,6 +41,8 @@
 -spec new(map(), [module()]) -> state().
 new(Opts, Modules) ->
     Records = case maps:get(records, Opts, false) of
+                  _ when map_get(syntax, Opts) =:= elixir ->
+                      false;                    % Elixir prints no records
                   false ->
                       false;
                   More ->
@@ -67,7 +69,7 @@ new(Opts, Modules) ->
     %% The code that prints a line is loaded now, so that the code
     %% server's work for the first line is not traced.
     _ = line({trace_ts, self(), call, {?MODULE, new, [{x, make_ref()}]}, {caller, {?MODULE, new, 2}},
-              os:timestamp()}, undefined, maps:with([depth, line_length], Opts), State),
+              os:timestamp()}, undefined, maps:with([depth, line_length, syntax], Opts), State),
     State.
 
 %% @doc The processes of the printer (the one that runs the format fun),
@@ -178,7 +180,7 @@ line(E, Node, #{format := Fun}, #{formatter := F} = State) when is_function(Fun,
     end;
 line(E, Node, Opts, #{names := Names0, records := Records0, refs := Refs0} = State) ->
     Names = learn_names(E, Names0),
-    FOpts0 = (maps:with([depth, line_length], Opts))#{names => Names,
+    FOpts0 = (maps:with([depth, line_length, syntax], Opts))#{names => Names,
                                                       colour => maps:get(colour, State),
                                                       stacks => maps:get(stacks, State)},
     {Records, FOpts1} = case Records0 of

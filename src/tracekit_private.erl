@@ -131,7 +131,7 @@ write_file(Path, Data) ->
         {ok, Fd, Done} ->
             case file:write(Fd, Data) of
                 ok -> Done(ok);
-                {error, _} = E -> Done(abort), E
+                {error, _} = E -> _ = Done(abort), E
             end;
         {error, _} = E ->
             E

@@ -45,7 +45,8 @@
 %% text shown under the title; `max_rows' (default 2000), `max_arrows'
 %% (default 400), `max_slices' (default 5000): the caps; `depth',
 %% `line_length', `records' (record definitions, {@link
-%% tracekit_records:defs/1}) and `short_refs' (references as short tags):
+%% tracekit_records:defs/1}), `short_refs' (references as short tags) and
+%% `syntax' (`erlang' or `elixir'):
 %% as in {@link tracekit_format} for the table, the labels and hovers
 %% (the CT hook gives the report those of its text file).
 -type opts() :: #{title => unicode:chardata(),
@@ -58,7 +59,8 @@
                   depth => pos_integer(),
                   line_length => pos_integer(),
                   records => tracekit_records:defs(),
-                  short_refs => boolean()}.
+                  short_refs => boolean(),
+                  syntax => erlang | elixir}.
 %% What the page holds: events read, table rows, message arrows and
 %% timeline slices drawn, and what was left out of each.
 -type info() :: #{events := non_neg_integer(), rows := non_neg_integer(),
@@ -72,7 +74,7 @@
                     title => "tracekit report", note => "", records => #{},
                     short_refs => false}).
 -define(KEYS, [title, names, lost, note, max_rows, max_arrows, max_slices, depth,
-               line_length, records, short_refs]).
+               line_length, records, short_refs, syntax]).
 %% Sends looked at when a send of the other kind (process trace or
 %% seq_trace) of the same message comes.
 -define(MERGE_WINDOW, 32).
@@ -161,7 +163,7 @@ html(Source, Opts0) when is_map(Opts0) ->
     case check(Opts0) of
         {ok, Opts} ->
             Stream = tracekit_format:stream(maps:with([depth, line_length, names, records,
-                                                       short_refs], Opts)),
+                                                       short_refs, syntax], Opts)),
             Acc0 = #acc{o = Opts, names = maps:get(names, Opts), stream = Stream},
             case tracekit_export:fold_source(fun event/2, Acc0, Source) of
                 {ok, Acc} -> page(Acc, none);
@@ -194,6 +196,7 @@ valid(lost, V) -> V =:= none orelse (is_integer(V) andalso V >= 0);
 valid(names, V) -> is_map(V);
 valid(records, V) -> is_map(V);
 valid(short_refs, V) -> is_boolean(V);
+valid(syntax, V) -> V =:= erlang orelse (V =:= elixir andalso tracekit_ex:loaded());
 valid(K, V) when K =:= title; K =:= note ->
     try unicode:characters_to_list(V) of
         L -> is_list(L)

@@ -38,6 +38,12 @@
 %% `{M, F, A, MatchSpec}' with a match spec written by hand, or a list of
 %% any of these.
 %%
+%% Specs in Elixir syntax (`"Enum.map/2"', `"MyApp.Server.handle_call(%{op:
+%% :get}, _, _) -> return"') and captures (`&MyApp.Server.handle_call/3',
+%% `fun m:f/1') are read by {@link tracekit_spec_ex}, which says how the
+%% syntax of a string is decided, into the same match specs; their call
+%% specs have `syntax => elixir', and their errors are in Elixir's terms.
+%%
 %% {@link parse/1} only reads the spec; {@link resolve/1} also loads the
 %% modules and checks that some function matches. Both return
 %% `{error, {bad_spec, Spec, Why}}' on a mistake, where `Why' is a sentence
@@ -48,9 +54,9 @@
 
 -export_type([spec/0, call/0, mfa_pattern/0, opts/0]).
 
--type spec() :: string() | binary() | mfa_pattern()
+-type spec() :: string() | binary() | mfa_pattern() | function()
               | {module(), atom(), arity() | '_', [tuple()]}
-              | [string() | binary() | mfa_pattern() | tuple()].
+              | [string() | binary() | mfa_pattern() | tuple() | function()].
 -type mfa_pattern() :: {module(), atom(), arity() | '_'}.
 %% One parsed call spec. `return' and `exception' say what to show after
 %% the call, `stack' what the call event carries about its callers;
@@ -62,12 +68,16 @@
                   return := boolean(),
                   exception := boolean(),
                   stack => none | caller | stack,
+                  syntax => erlang | elixir,
                   text := string()}.
 %% `stack_depth': how many frames `-> stack' shows (default 8, at most
 %% 64).
 -type opts() :: #{stack_depth => 1..64}.
 
 -define(STACK_DEPTH, 8).
+-define(NO_ACTIONS, #{return => false, exception => false, stack => none}).
+-define(GUARD_NEEDS_ARGS, "a guard needs argument patterns to refer to: write "
+        "Module:Function(Arg1, Arg2) when ...").
 
 -define(EXAMPLE, "for example \"lists:seq/2\", "
         "\"my_mod:handle_call({get, _}, _, _) -> return\" or "
@@ -100,14 +110,14 @@
          'xor', 'andalso', 'orelse']).
 
 %% @equiv parse(Spec, #{})
--spec parse(spec()) -> {ok, [call()]} | {error, {bad_spec, term(), string()}}.
+-spec parse(spec()) -> {ok, [call()]} | {error, {bad_spec, term(), string() | binary()}}.
 parse(Spec) ->
     parse(Spec, #{}).
 
 %% @doc Reads a spec without loading anything. Returns the call specs it
 %% stands for, in order. `Opts': `stack_depth', the frames `-> stack'
 %% shows (default 8); a bad option raises `badarg'.
--spec parse(spec(), opts()) -> {ok, [call()]} | {error, {bad_spec, term(), string()}}.
+-spec parse(spec(), opts()) -> {ok, [call()]} | {error, {bad_spec, term(), string() | binary()}}.
 parse(Spec, Opts) ->
     case Opts of
         #{stack_depth := D} when not is_integer(D); D < 1; D > 64 ->
@@ -124,7 +134,7 @@ parse_spec([], _D) ->
 parse_spec(Spec, D) when is_binary(Spec) ->
     case unicode:characters_to_list(Spec) of
         [] -> bad(Spec, "the spec is empty");
-        S when is_list(S) -> wrap(Spec, parse_string(S, D));
+        S when is_list(S) -> parse_text(Spec, S, D);
         {error, _, Rest} ->
             bad(Spec, io_lib:format("the binary is not UTF-8 text: byte ~w is not "
                                     "part of a UTF-8 character",
@@ -134,16 +144,38 @@ parse_spec(Spec, D) when is_binary(Spec) ->
     end;
 parse_spec(Spec, D) when is_list(Spec) ->
     case text(Spec) of
-        true -> wrap(Spec, parse_string(Spec, D));
+        true -> parse_text(Spec, Spec, D);
         {false, C} -> bad(Spec, io_lib:format("the string has ~w in it, which is not "
                                               "a character", [C]));
         false -> parse_list(Spec, [], D)
     end;
 parse_spec(Spec, _D) when is_tuple(Spec) ->
     wrap(Spec, parse_term(Spec));
+parse_spec(Spec, D) when is_function(Spec) ->
+    wrap(Spec, maybe
+                   {ok, Parts} ?= tracekit_spec_ex:parse_fun(Spec),
+                   compile(Parts, D)
+               end, elixir);
 parse_spec(Spec, _D) ->
     bad(Spec, "expected a string, {Module, Function, Arity}, "
-        "{Module, Function, Arity, MatchSpec} or a list of them").
+        "{Module, Function, Arity, MatchSpec}, a capture (fun m:f/1, &M.f/1) "
+        "or a list of them").
+
+%% A string in Erlang or Elixir syntax (tracekit_spec_ex:syntax/1 tells).
+parse_text(Spec, S, D) ->
+    case tracekit_spec_ex:syntax(S) of
+        elixir -> wrap(Spec, elixir(S, D), elixir);
+        erlang -> wrap(Spec, parse_string(S, D))
+    end.
+
+%% An Elixir spec: its call read by tracekit_spec_ex (which calls nothing
+%% here: one module reads Elixir, this one compiles both).
+elixir(S, D) ->
+    maybe
+        {ok, Parts, ActionText} ?= tracekit_spec_ex:parse_string(S),
+        {ok, Actions} ?= parse_actions_text(ActionText),
+        compile(Parts#{actions => Actions}, D)
+    end.
 
 %% Whether L is a string: true, {false, NotAChar} for a list of integers
 %% one of which is not a character, or false for a list of something else.
@@ -164,7 +196,7 @@ is_char(C) ->
 
 parse_list([], Acc, _D) ->
     {ok, lists:append(lists:reverse(Acc))};
-parse_list([S | T], Acc, D) when is_list(S); is_binary(S); is_tuple(S) ->
+parse_list([S | T], Acc, D) when is_list(S); is_binary(S); is_tuple(S); is_function(S) ->
     case parse_spec(S, D) of
         {ok, Calls} -> parse_list(T, [Calls | Acc], D);
         {error, _} = E -> E
@@ -175,11 +207,18 @@ parse_list([S | _], _, _) ->
 parse_list(Improper, _, _) ->
     bad(Improper, "expected a proper list of specs").
 
-wrap(Spec, {error, Why}) -> bad(Spec, Why);
-wrap(_Spec, {ok, Call}) -> {ok, [Call]}.
+wrap(Spec, Result) -> wrap(Spec, Result, erlang).
+
+wrap(Spec, {error, Why}, Syntax) -> bad(Spec, Why, Syntax);
+wrap(_Spec, {ok, Call}, _Syntax) -> {ok, [Call]}.
 
 bad(Spec, Why) ->
-    {error, {bad_spec, Spec, lists:flatten([Why, "; ", ?EXAMPLE])}}.
+    bad(Spec, Why, erlang).
+
+bad(Spec, Why, erlang) ->
+    {error, {bad_spec, Spec, lists:flatten([Why, "; ", ?EXAMPLE])}};
+bad(Spec, Why, elixir) ->
+    {error, {bad_spec, Spec, unicode:characters_to_binary([Why, "; ", tracekit_spec_ex:example()])}}.
 
 %%% Terms ---------------------------------------------------------------------
 
@@ -232,6 +271,44 @@ ms_has(MS, Actions) ->
 %%% Strings -------------------------------------------------------------------
 
 parse_string(S, D) ->
+    case capital_module(S) of
+        {yes, Name} ->
+            Quoted = case lists:prefix("Elixir.", Name) of
+                         true -> Name;
+                         false -> "Elixir." ++ Name
+                     end,
+            {error, io_lib:format("~ts is not an atom in Erlang: quote a module whose "
+                                  "name begins with a capital, '~ts':~ts, or write the "
+                                  "spec in Elixir syntax, ~ts.~ts",
+                                  [Name, Quoted, after_colon(S), lists:nthtail(7, Quoted),
+                                   after_colon(S)])};
+        no ->
+            parse_erlang(S, D)
+    end.
+
+%% An Erlang spec that begins with a capitalised name and a colon
+%% (Elixir.Enum:map/2): {yes, Name}.
+capital_module(S) ->
+    case string:trim(S, leading) of
+        [C | _] = T when C >= $A, C =< $Z ->
+            {Name, Rest} = lists:splitwith(fun(X) -> X =:= $. orelse X =:= $_ orelse
+                                                         (X >= $a andalso X =< $z) orelse
+                                                         (X >= $A andalso X =< $Z) orelse
+                                                         (X >= $0 andalso X =< $9)
+                                           end, T),
+            case string:trim(Rest, leading) of
+                [$: | _] -> {yes, Name};
+                _ -> no
+            end;
+        _ ->
+            no
+    end.
+
+after_colon(S) ->
+    [_, After] = string:split(S, ":"),
+    string:trim(After).
+
+parse_erlang(S, D) ->
     case erl_scan:string(S, {1, 1}) of
         {ok, [], _} ->
             {error, "the spec is empty"};
@@ -257,11 +334,32 @@ parse_tokens(S, Tokens, End, D) ->
     {CallToks, GuardToks} = split_at(HeadToks, 'when'),
     maybe
         {ok, {M, F, A, Args}} ?= parse_call(CallToks, End),
-        {ok, #{return := Return, exception := Exception, stack := Stack} = Actions}
-            ?= parse_actions(ActionToks),
-        {ok, MS} ?= match_spec(Args, GuardToks, End, body(Actions, D)),
-        {ok, #{module => M, function => F, arity => A, match_spec => MS,
-               return => Return, exception => Exception, stack => Stack, text => S}}
+        {ok, Actions} ?= parse_actions(ActionToks),
+        ok ?= case {Args, GuardToks} of
+                  {none, {_When, _}} -> {error, ?GUARD_NEEDS_ARGS};
+                  _ -> ok
+              end,
+        {ok, GuardSeq} ?= parse_guards(GuardToks, End),
+        compile(#{module => M, function => F, arity => A, args => Args,
+                  guards => GuardSeq, actions => Actions, text => S}, D)
+    end.
+
+%% @private A call spec from its parts, as the Erlang and the Elixir
+%% ({@link tracekit_spec_ex}) readers make them: `args' the argument
+%% patterns (erl_parse's abstract format) or `none', `guards' a guard
+%% sequence (lists of abstract guard expressions) or `none', `actions'
+%% what parse_actions/1 gives. `syntax' (optional) is kept in the call.
+%% D: the stack depth.
+-spec compile(map(), 1..64) -> {ok, call()} | {error, iodata()}.
+compile(#{module := M, function := F, arity := A, args := Args, guards := GuardSeq,
+          actions := #{return := Return, exception := Exception, stack := Stack} = Actions,
+          text := Text} = Parts, D) ->
+    maybe
+        {ok, MS} ?= match_spec(Args, GuardSeq, body(Actions, D)),
+        {ok, maps:merge(maps:with([syntax], Parts),
+                        #{module => M, function => F, arity => A, match_spec => MS,
+                          return => Return, exception => Exception, stack => Stack,
+                          text => Text})}
     end.
 
 %% The actions of the match spec's body. One {message, _} action is
@@ -355,7 +453,18 @@ mfa({atom, _, M}, F0, A, Args) ->
 mfa(M, _, _, _) ->
     {error, io_lib:format("the module must be an atom, got ~ts", [pp(M)])}.
 
--define(NO_ACTIONS, #{return => false, exception => false, stack => none}).
+
+%% @private The actions of a spec from their text (after the ->), or
+%% none.
+-spec parse_actions_text(none | string()) -> {ok, map()} | {error, iodata()}.
+parse_actions_text(none) ->
+    {ok, ?NO_ACTIONS};
+parse_actions_text(Text) ->
+    case erl_scan:string(Text) of
+        {ok, Toks, _} -> parse_actions({'->', Toks});
+        {error, _, _} -> {error, io_lib:format("unknown actions after ->: ~ts: use return, "
+                                               "exception, caller or stack", [Text])}
+    end.
 
 parse_actions(none) ->
     {ok, ?NO_ACTIONS};
@@ -402,17 +511,16 @@ pp(Expr) ->
 
 %%% Match specs ---------------------------------------------------------------
 
-match_spec(Args, GuardToks, End, Body) ->
-    case {Args, GuardToks} of
+match_spec(Args, GuardSeq, Body) ->
+    case {Args, GuardSeq} of
         {none, none} ->
             {ok, [{'_', [], Body}]};
-        {none, {_When, _}} ->
-            {error, "a guard needs argument patterns to refer to: write "
-             "Module:Function(Arg1, Arg2) when ..."};
+        {none, _} ->
+            {error, ?GUARD_NEEDS_ARGS};
         {_, _} ->
             maybe
                 {ok, Head, Vars} ?= head(Args),
-                {ok, Guards} ?= guards(GuardToks, Vars, End),
+                {ok, Guards} ?= guards(GuardSeq, Vars),
                 MS = [{Head, G, Body} || G <- Guards],
                 case check_ms(MS) of
                     ok -> {ok, MS};
@@ -596,25 +704,31 @@ not_pattern(E, Why) ->
                                     "argument pattern ~ts is not supported: ~ts",
                                     [pp(E), Why]))}).
 
-guards(none, _Vars, _End) ->
-    {ok, [[]]};
-guards({_When, []}, _Vars, _End) ->
+%% The guard sequence of the tokens after `when' (none without a guard).
+parse_guards(none, _End) ->
+    {ok, none};
+parse_guards({_When, []}, _End) ->
     {error, "nothing after when: write a guard such as when N > 0"};
-guards({{'when', L}, Toks}, Vars, End) ->
+parse_guards({{'when', L}, Toks}, End) ->
     Form = [{atom, L, f}, {'(', L}, {')', L}, {'when', L}] ++ Toks
         ++ [{'->', End}, {atom, End, ok}, {dot, End}],
     case erl_parse:parse_form(Form) of
         {ok, {function, _, f, 0, [{clause, _, [], GuardSeq, _}]}} ->
-            try
-                {ok, [[guard(G, Vars) || G <- Guard] || Guard <- GuardSeq]}
-            catch
-                throw:{guard, Why} -> {error, Why}
-            end;
+            {ok, GuardSeq};
         {error, {End, _, _}} ->
             {error, "the guard ends too early"};
         {error, {Loc, Mod, Err}} ->
             {error, io_lib:format("syntax error in the guard at column ~w: ~ts",
                                   [column(Loc), Mod:format_error(Err)])}
+    end.
+
+guards(none, _Vars) ->
+    {ok, [[]]};
+guards(GuardSeq, Vars) ->
+    try
+        {ok, [[guard(G, Vars) || G <- Guard] || Guard <- GuardSeq]}
+    catch
+        throw:{guard, Why} -> {error, Why}
     end.
 
 guard({var, _, '_'}, _) ->
@@ -703,7 +817,7 @@ literal(E) ->
 
 %% @equiv resolve(Spec, #{})
 -spec resolve(spec()) ->
-          {ok, [{call(), [mfa_pattern()]}]} | {error, {bad_spec, term(), string()}}.
+          {ok, [{call(), [mfa_pattern()]}]} | {error, {bad_spec, term(), string() | binary()}}.
 resolve(Spec) ->
     resolve(Spec, #{}).
 
@@ -712,7 +826,7 @@ resolve(Spec) ->
 %% call specs with `{M, F, A}' patterns that OTP's trace functions accept
 %% (`M:_/2' is expanded into the functions of arity 2).
 -spec resolve(spec(), opts()) ->
-          {ok, [{call(), [mfa_pattern()]}]} | {error, {bad_spec, term(), string()}}.
+          {ok, [{call(), [mfa_pattern()]}]} | {error, {bad_spec, term(), string() | binary()}}.
 resolve(Spec, Opts) ->
     case parse(Spec, Opts) of
         {ok, Calls} -> resolve_calls(Calls, []);
@@ -724,21 +838,28 @@ resolve_calls([], Acc) ->
 resolve_calls([#{text := Text} = C | T], Acc) ->
     case targets(C) of
         {ok, MFAs} -> resolve_calls(T, [{C, MFAs} | Acc]);
+        {error, Why} when map_get(syntax, C) =:= elixir ->
+            {error, {bad_spec, unicode:characters_to_binary(Text),
+                     unicode:characters_to_binary(Why)}};
         {error, Why} -> {error, {bad_spec, Text, lists:flatten(Why)}}
     end.
 
-targets(#{module := M, function := F, arity := A}) ->
+targets(#{module := M, function := F, arity := A} = C) ->
+    Elixir = maps:get(syntax, C, erlang) =:= elixir,
     case code:ensure_loaded(M) of
         {module, M} ->
             Fs = M:module_info(functions),
             case [FA || {F1, A1} = FA <- Fs,
                         F =:= '_' orelse F =:= F1,
                         A =:= '_' orelse A =:= A1] of
+                [] when Elixir -> {error, tracekit_spec_ex:no_match(M, F, A, Fs)};
                 [] -> {error, no_match(M, F, A, Fs)};
                 _ when F =:= '_', A =/= '_' ->
                     {ok, [{M, F1, A} || {F1, A1} <- Fs, A1 =:= A]};
                 _ -> {ok, [{M, F, A}]}
             end;
+        {error, Why} when Elixir ->
+            {error, tracekit_spec_ex:not_loaded(M, Why)};
         {error, Why} ->
             {error, [io_lib:format("module ~tw is not loaded and cannot be "
                                    "loaded (~tw)", [M, Why]), "; ", ?EXAMPLE]}

@@ -252,7 +252,9 @@ errors_test_() ->
                    "Module:Function(ArgPatterns), got 1 + 2", why("1 + 2"))),
      ?_test(starts("the module cannot be _", why("_:f/1"))),
      ?_test(starts("the module must be an atom, got \"m\"", why("\"m\":f/1"))),
-     ?_test(starts("the module must be an atom, got M", why("M:f/1"))),
+     ?_test(starts("M is not an atom in Erlang: quote a module whose name begins "
+                   "with a capital, 'Elixir.M':f/1, or write the spec in Elixir "
+                   "syntax, M.f/1", why("M:f/1"))),
      ?_test(starts("the function must be an atom or _, got F", why("m:F/1"))),
      ?_test(starts("the arity must be an integer from 0 to 255 or _, got 256",
                    why("m:f/256"))),
