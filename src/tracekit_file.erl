@@ -32,10 +32,15 @@
 
 -export([new/1, stats/1, flush/1, close/1, set/2]).
 -export([fold/3, fold/4, read/1, format/1, format/2]).
+%% The NIFs of reading, for tracekit_file_reader.
+-export([reader_open/1, reader_next/1, reader_resync/1, reader_close/1,
+         reader_dict/2, reader_events/3]).
 
 -on_load(init/0).
 
--nifs([new_nif/9, stats/1, flush/1, close/1, set_nif/4]).
+-nifs([new_nif/9, stats/1, flush/1, close/1, set_nif/4,
+       reader_open/1, reader_next/1, reader_resync/1, reader_close/1,
+       reader_dict/2, reader_events/3]).
 
 -define(DEFAULT_BUFFER, 1 bsl 20).
 %% The largest rate limit: its window keeps one stamp per event
@@ -50,6 +55,7 @@
 -define(END, 5).
 
 -opaque file() :: reference().
+-opaque reader() :: reference().
 -type path() :: file:name_all().
 -type source() :: path() | [path()].
 -type options() :: #{path := path(),
@@ -83,7 +89,7 @@
                                   non_neg_integer() | eof}]}
                     | {file, path(), file:posix() | not_a_trace}
                     | {no_files, path()}.
--export_type([file/0, options/0, stats/0, source/0, read_error/0]).
+-export_type([file/0, options/0, stats/0, source/0, read_error/0, reader/0]).
 
 -include("tracer_callbacks.hrl").
 
@@ -329,3 +335,57 @@ registered({_, P, register, Name}, Names) -> Names#{P => Name};
 registered({_, P, register, Name, _}, Names) -> Names#{P => Name};
 registered(_, Names) -> Names.
 
+
+%%% ---- the NIFs of reading (tracekit_file_reader's) ------------------------------
+%%% Trace files (FORMAT.md) read chunk by chunk: the framing and its checks
+%%% are C's (c_src/nif/tracekit_file/reader.c); tracekit_file_reader opens
+%%% the files of a source and merges their events.
+
+%% @private
+%% @doc Opens a trace file for reading (its magic is checked).
+-spec reader_open(binary()) -> {ok, reader()} | {error, atom()}.
+reader_open(_Path) ->
+    erlang:nif_error(not_loaded).
+
+%% @private
+%% @doc The next chunk, `{Type, Payload, Offset}', whose framing and CRC
+%% checked out; `eof' at the end; `{corrupt, Offset}' at a chunk that is
+%% damaged or cut short (nothing is consumed).
+-spec reader_next(reader()) -> {pos_integer(), binary(), non_neg_integer()}
+                                   | eof | {corrupt, non_neg_integer()}.
+reader_next(_Reader) ->
+    erlang:nif_error(not_loaded).
+
+%% @private
+%% @doc After `{corrupt, _}': moves to the next chunk that checks out.
+-spec reader_resync(reader()) -> {ok, non_neg_integer()} | eof.
+reader_resync(_Reader) ->
+    erlang:nif_error(not_loaded).
+
+%% @private
+%% @doc Closes the file (also done when the reader is garbage collected).
+-spec reader_close(reader()) -> ok.
+reader_close(_Reader) ->
+    erlang:nif_error(not_loaded).
+
+%% @private
+%% @doc Appends the entries of a dictionary chunk's payload to the
+%% reader's dictionary, all or none: `{error, bad_chunk}' when the chunk
+%% is malformed, an entry does not decode, or its first number does not
+%% follow the entries so far. The reader keeps the dictionary, so that
+%% appending costs time in the chunk's entries only.
+-spec reader_dict(reader(), binary()) -> ok | {error, bad_chunk | closed}.
+reader_dict(_Reader, _Payload) ->
+    erlang:nif_error(not_loaded).
+
+%% @private
+%% @doc The events of an events chunk's payload, decoded with the reader's
+%% dictionary so far, given its machine's reference
+%% `{Stamp, SystemNs, StampsPerSecond}': `{[{TimeNs, Stamp, Event}],
+%% Undecodable}'. Times of one machine keep the order of its stamps.
+-spec reader_events(reader(), binary(),
+                    {non_neg_integer(), non_neg_integer(), non_neg_integer()}) ->
+          {[{integer(), non_neg_integer(), tuple()}], non_neg_integer()}
+              | {error, bad_chunk}.
+reader_events(_Reader, _Payload, _Anchor) ->
+    erlang:nif_error(not_loaded).

@@ -1,7 +1,7 @@
 %% @private
 %% @doc The reading side of {@link tracekit_file}: trace files (FORMAT.md)
-%% opened, read chunk by chunk (the framing and its checks are C's, in
-%% tracekit_core), and merged in time order.
+%% opened, read chunk by chunk (the framing and its checks are C's: the
+%% reader NIFs of tracekit_file), and merged in time order.
 %%
 %% Each file keeps one events chunk in hand at a time, so a set of files of
 %% any size is read in the memory of one chunk per file. The merge takes
@@ -22,7 +22,7 @@
 -record(r, {index :: non_neg_integer(),
             file :: file:filename_all(),
             %% The file, and its dictionary so far (kept in the reader).
-            h :: tracekit_core:reader() | closed,
+            h :: tracekit_file:reader() | closed,
             %% The machine's reference anchor and rate (FORMAT.md, "Time").
             ref = {0, 0, 1000000000} :: {non_neg_integer(), non_neg_integer(),
                                          non_neg_integer()},
@@ -108,11 +108,11 @@ open(Source, Skip) ->
 open_all([], _, Acc) ->
     {ok, lists:reverse(Acc)};
 open_all([F | Fs], I, Acc) ->
-    case tracekit_core:file_open(name_binary(F)) of
+    case tracekit_file:reader_open(name_binary(F)) of
         {ok, H} ->
             open_all(Fs, I + 1, [#r{index = I, file = F, h = H} | Acc]);
         {error, Why} ->
-            [tracekit_core:file_close(H) || #r{h = H} <- Acc],
+            [tracekit_file:reader_close(H) || #r{h = H} <- Acc],
             {error, {file, F, Why}}
     end.
 
@@ -123,7 +123,7 @@ name_binary(F) ->
 headers([], _, _, Acc, Skipped) ->
     {ok, lists:reverse(Acc), Skipped};
 headers([#r{h = H, file = F} = R | Rs], Skip, Refs, Acc, Skipped) ->
-    case tracekit_core:file_next(H) of
+    case tracekit_file:reader_next(H) of
         {?HEADER, Bin, At} ->
             case safe_term(Bin) of
                 {ok, #{anchor := {S, T}} = Hd} when ?U64(S), ?U64(T) ->
@@ -150,13 +150,13 @@ headers([#r{h = H, file = F} = R | Rs], Skip, Refs, Acc, Skipped) ->
 %% A file whose header is missing or damaged: an error, or, skipping, its
 %% events on its own scale from its next good chunk on.
 no_header(#r{h = H, file = F} = R, Rs, true, Refs, Acc, Skipped, At) ->
-    Skipped1 = case tracekit_core:file_resync(H) of
+    Skipped1 = case tracekit_file:reader_resync(H) of
                    {ok, To} -> [{F, At, To} | Skipped];
                    eof -> [{F, At, eof} | Skipped]
                end,
     headers(Rs, true, Refs, [R | Acc], Skipped1);
 no_header(#r{file = F} = R, Rs, false, _Refs, Acc, _Skipped, At) ->
-    [tracekit_core:file_close(H) || #r{h = H} <- [R | Acc ++ Rs]],
+    [tracekit_file:reader_close(H) || #r{h = H} <- [R | Acc ++ Rs]],
     {error, {corrupt, F, At}}.
 
 %% @doc Folds Fun over the events of the readers in time order. With Skip,
@@ -185,7 +185,7 @@ fold(Fun, Acc0, Readers, Skip, Skipped00) ->
         throw:{tracekit_file_corrupt, Reason, AccSoFar} ->
             {error, Reason, AccSoFar}
     after
-        [tracekit_core:file_close(H) || #r{h = H} <- Readers]
+        [tracekit_file:reader_close(H) || #r{h = H} <- Readers]
     end.
 
 %% The heads: {Time, Index, Reader}, one per reader with events in hand.
@@ -213,7 +213,7 @@ merge(Fun, Acc, Heads, Skip, Skipped) ->
 refill(#r{h = closed} = R, _, Skipped, _) ->
     {R, Skipped};
 refill(#r{h = H, file = F} = R, Skip, Skipped, Acc) ->
-    case tracekit_core:file_next(H) of
+    case tracekit_file:reader_next(H) of
         {Type, Bin, At} ->
             case chunk(Type, Bin, R) of
                 {ok, #r{pending = []} = R1} ->
@@ -227,14 +227,14 @@ refill(#r{h = H, file = F} = R, Skip, Skipped, Acc) ->
                     throw({tracekit_file_corrupt, {corrupt, F, At}, Acc})
             end;
         eof ->
-            tracekit_core:file_close(H),
+            tracekit_file:reader_close(H),
             {R#r{h = closed}, Skipped};
         {corrupt, At} when Skip ->
-            case tracekit_core:file_resync(H) of
+            case tracekit_file:reader_resync(H) of
                 {ok, To} ->
                     refill(R, Skip, [{F, At, To} | Skipped], Acc);
                 eof ->
-                    tracekit_core:file_close(H),
+                    tracekit_file:reader_close(H),
                     {R#r{h = closed}, [{F, At, eof} | Skipped]}
             end;
         {corrupt, At} ->
@@ -247,12 +247,12 @@ chunk(?HEADER, _Bin, _R) ->
 chunk(?DICT, Bin, #r{h = H} = R) ->
     %% Appended in place: the time to read a file is linear in its
     %% dictionary, however many chunks it comes in.
-    case tracekit_core:file_dict(H, Bin) of
+    case tracekit_file:reader_dict(H, Bin) of
         ok -> {ok, R};
         _ -> error % malformed, or not numbered after the entries so far
     end;
 chunk(?EVENTS, Bin, #r{h = H, ref = Ref} = R) ->
-    case tracekit_core:file_events(H, Bin, Ref) of
+    case tracekit_file:reader_events(H, Bin, Ref) of
         {Events, 0} when is_list(Events) -> {ok, R#r{pending = Events}};
         _ -> error % a bad chunk, or records that do not decode
     end;

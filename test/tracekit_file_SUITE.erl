@@ -153,32 +153,32 @@ dictionary_chunks(Config) ->
            [Reds, Time]),
     ?assert(Reds < 6),
     %% What a reader's dictionary takes: the next numbers, whole entries.
-    {ok, H} = tracekit_core:file_open(list_to_binary(Small)),
+    {ok, H} = tracekit_file:reader_open(list_to_binary(Small)),
     Entry = term_to_binary(x),
     Dict = fun(First, Es) -> <<First:32/little, (length(Es)):32/little,
                                (<< <<(byte_size(E)):32/little, E/binary>> || E <- Es >>)/binary>>
            end,
-    ?assertEqual(ok, tracekit_core:file_dict(H, Dict(0, [Entry]))),
-    ?assertEqual({error, bad_chunk}, tracekit_core:file_dict(H, Dict(0, [Entry]))),
-    ?assertEqual({error, bad_chunk}, tracekit_core:file_dict(H, Dict(2, [Entry]))),
+    ?assertEqual(ok, tracekit_file:reader_dict(H, Dict(0, [Entry]))),
+    ?assertEqual({error, bad_chunk}, tracekit_file:reader_dict(H, Dict(0, [Entry]))),
+    ?assertEqual({error, bad_chunk}, tracekit_file:reader_dict(H, Dict(2, [Entry]))),
     Zip = term_to_binary(lists:duplicate(1000, x), [compressed]),
     <<131, 80, _/binary>> = Zip,
     ?assertEqual({error, bad_chunk}, % compressed, trailing bytes, not a term
-                 tracekit_core:file_dict(H, Dict(1, [Entry, Zip]))),
+                 tracekit_file:reader_dict(H, Dict(1, [Entry, Zip]))),
     ?assertEqual({error, bad_chunk},
-                 tracekit_core:file_dict(H, Dict(1, [<<Entry/binary, 0>>]))),
-    ?assertEqual({error, bad_chunk}, tracekit_core:file_dict(H, Dict(1, [<<131, 255>>]))),
-    ?assertEqual({error, bad_chunk}, tracekit_core:file_dict(H, <<1:32/little, 5:32/little>>)),
+                 tracekit_file:reader_dict(H, Dict(1, [<<Entry/binary, 0>>]))),
+    ?assertEqual({error, bad_chunk}, tracekit_file:reader_dict(H, Dict(1, [<<131, 255>>]))),
+    ?assertEqual({error, bad_chunk}, tracekit_file:reader_dict(H, <<1:32/little, 5:32/little>>)),
     %% A bad chunk left nothing: entry 1 is still the next.
-    ?assertEqual(ok, tracekit_core:file_dict(H, Dict(1, [Entry, Entry]))),
+    ?assertEqual(ok, tracekit_file:reader_dict(H, Dict(1, [Entry, Entry]))),
     Rec = <<0, 0, 14, 2:32/little, 13, 7:32/little>>,
     Events = <<0:64, 0:64, 1:32/little, (byte_size(Rec)):32/little, 0:64, Rec/binary>>,
-    {[{_, 0, {trace, x, _, 7}}], 0} = tracekit_core:file_events(H, Events, {0, 0, 1000}),
-    ?assertError(badarg, tracekit_core:file_dict(Events, H)),
-    ?assertError(badarg, tracekit_core:file_events(Events, H, {0, 0, 1000})),
-    ok = tracekit_core:file_close(H),
-    ?assertEqual({error, closed}, tracekit_core:file_dict(H, Dict(3, [Entry]))),
-    {[], 1} = tracekit_core:file_events(H, Events, {0, 0, 1000}).
+    {[{_, 0, {trace, x, _, 7}}], 0} = tracekit_file:reader_events(H, Events, {0, 0, 1000}),
+    ?assertError(badarg, tracekit_file:reader_dict(Events, H)),
+    ?assertError(badarg, tracekit_file:reader_events(Events, H, {0, 0, 1000})),
+    ok = tracekit_file:reader_close(H),
+    ?assertEqual({error, closed}, tracekit_file:reader_dict(H, Dict(3, [Entry]))),
+    {[], 1} = tracekit_file:reader_events(H, Events, {0, 0, 1000}).
 
 dict_pid(I) ->
     list_to_pid("<0." ++ integer_to_list(I) ++ ".0>").

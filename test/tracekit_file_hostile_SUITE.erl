@@ -58,7 +58,7 @@ fifo_paths(Config) ->
                  within(5000, fun() -> tracekit_file:new(#{path => Fifo ++ "set",
                                                             wrap => {8192, 2}}) end)),
     ?assertEqual({error, not_a_trace},
-                 within(5000, fun() -> tracekit_core:file_open(list_to_binary(Fifo)) end)),
+                 within(5000, fun() -> tracekit_file:reader_open(list_to_binary(Fifo)) end)),
     %% A FIFO in a list of sources (files/1 leaves it out when it is not a
     %% regular file, the reader refuses it when it is given as one).
     ?assertMatch({error, _, []},

@@ -253,7 +253,7 @@ static bool dict_chunk(reader *r, const unsigned char *p, size_t len)
 }
 
 /* An events chunk, decoded whole: a record that does not decode makes
- * the chunk bad (as tracekit_core:file_events/3 counts it). */
+ * the chunk bad (as tracekit_file:reader_events/3 counts it). */
 static bool events_chunk(reader *r, const unsigned char *p, size_t len)
 {
     tk_events_iter it;

@@ -10,7 +10,8 @@
  * the rings'.
  *
  * Files: file_nif.c (load, new, stats, flush, close, the callbacks),
- * writer.c (the writer thread).
+ * writer.c (the writer thread), reader.c (trace files read chunk by
+ * chunk, for tracekit_file_reader).
  */
 #ifndef TK_FILE_NIF_H
 #define TK_FILE_NIF_H
@@ -32,7 +33,8 @@
     X(size) X(closed) X(paused) X(sample) X(tags) X(all) X(path) X(file)   \
     X(last_error) X(none) X(format) X(node) X(otp_release) X(tracekit)     \
     X(stamp) X(tsc) X(monotonic) X(anchor) X(sequence) X(wrap) X(on_disk)  \
-    X(over) X(limit) X(max_events) X(rate)
+    X(over) X(limit) X(max_events) X(rate) X(eof) X(corrupt)             \
+    X(not_a_trace) X(bad_chunk)
 
 /* The smallest max_bytes: a header and the chunks that end a file fit. */
 #define TK_FILE_MAX_BYTES_MIN 4096u
@@ -43,6 +45,7 @@
 typedef struct {
     tk_recorder_lib rec;
     ErlNifResourceType *file_type;
+    ErlNifResourceType *reader_type;
 #define FILE_ATOM_FIELD(a) ERL_NIF_TERM am_##a;
     FILE_ATOMS(FILE_ATOM_FIELD)
 #undef FILE_ATOM_FIELD
@@ -123,5 +126,21 @@ void file_writer_orphan(file_core *f);
 void file_writer_reap(bool all);
 /* Frees f (its writer stopped and joined, or never started). */
 void file_core_free(file_core *f);
+
+/* reader.c: the reader resource type, and the NIFs of reading. */
+int file_reader_init(file_lib *lib, ErlNifEnv *env, ErlNifResourceFlags flags);
+ERL_NIF_TERM file_reader_open_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM file_reader_next_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM file_reader_resync_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM file_reader_close_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM file_reader_dict_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM file_reader_events_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+#define FILE_READER_FUNCS                                                   \
+    {"reader_open", 1, file_reader_open_nif, ERL_NIF_DIRTY_JOB_IO_BOUND},   \
+    {"reader_next", 1, file_reader_next_nif, ERL_NIF_DIRTY_JOB_IO_BOUND},   \
+    {"reader_resync", 1, file_reader_resync_nif, ERL_NIF_DIRTY_JOB_IO_BOUND}, \
+    {"reader_close", 1, file_reader_close_nif, ERL_NIF_DIRTY_JOB_IO_BOUND}, \
+    {"reader_dict", 2, file_reader_dict_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},  \
+    {"reader_events", 3, file_reader_events_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND}
 
 #endif

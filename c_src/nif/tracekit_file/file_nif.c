@@ -46,7 +46,8 @@ static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
 #undef FILE_ATOM_INIT
     lib->file_type = enif_open_resource_type(env, NULL, "tracekit_file",
                                              file_dtor, flags, NULL);
-    if (lib->file_type == NULL || tk_recorder_lib_init(&lib->rec, env, lib->file_type) != 0) {
+    if (lib->file_type == NULL || file_reader_init(lib, env, flags) != 0 ||
+        tk_recorder_lib_init(&lib->rec, env, lib->file_type) != 0) {
         enif_free(lib);
         return -1;
     }
@@ -270,6 +271,7 @@ static ErlNifFunc funcs[] = {
     {"close", 1, close_nif, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"stats", 1, stats_nif, 0},
     {"set_nif", 4, set_nif, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    FILE_READER_FUNCS,
     TK_RECORDER_CALLBACKS
 };
 
