@@ -30,7 +30,7 @@
 %% wrote it to be read (by {@link read/1} here, or by `tracekit-cat').
 -module(tracekit_file).
 
--export([new/1, stats/1, flush/1, close/1, set/2]).
+-export([new/1, stats/1, flush/1, close/1, set/2, private_dir/2]).
 -export([fold/3, fold/4, read/1, format/1, format/2]).
 %% The NIFs of reading, for tracekit_file_reader.
 -export([reader_open/1, reader_next/1, reader_resync/1, reader_close/1,
@@ -38,7 +38,7 @@
 
 -on_load(init/0).
 
--nifs([new_nif/9, stats/1, flush/1, close/1, set_nif/4,
+-nifs([new_nif/2, stats/1, flush/1, close/1, set_nif/4, private_dir_nif/2,
        reader_open/1, reader_next/1, reader_resync/1, reader_close/1,
        reader_dict/2, reader_events/3]).
 
@@ -65,7 +65,11 @@
                      payload => full | none | {max_bytes, pos_integer()},
                      tags => [atom()],
                      max_events => pos_integer() | infinity,
-                     rate => none | {pos_integer(), pos_integer()}}.
+                     rate => none | {pos_integer(), pos_integer()},
+                     mode => mode()}.
+%% Permission bits: owner read and write, and any of group and others'
+%% read and write (8#600 .. 8#666).
+-type mode() :: 8#600..8#666.
 -type stats() :: #{written := non_neg_integer(),
                    dropped := non_neg_integer(),
                    bytes := non_neg_integer(),
@@ -116,7 +120,17 @@ init() ->
 %% <dt>`rate'</dt><dd>`{N, Milliseconds}': stop writing at the first event
 %%   that would make more than N within that time (default `none'; N at
 %%   most 1,000,000, the time at most a day).</dd>
+%% <dt>`mode'</dt><dd>the files' permission bits (default `8#600': the
+%%   owner's alone): owner read and write, and any of read and write for
+%%   group and others (`8#640', `8#644', `8#666', ...); never execute or
+%%   special bits.</dd>
 %% </dl>
+%% Each file is made new (never written through a symbolic link, never
+%% into a file someone else made), with exactly those bits: trace files
+%% hold message contents. An earlier trace file of the same user at the
+%% path is replaced; anything else there is left alone and refused
+%% (`{error, {file, Path, eexist}}'). Make files in a directory of your
+%% own ({@link private_dir/2}) on a machine others use.
 %% The limits are those of {@link tracekit:calls/2}, applied by the writer
 %% to the events in time order (by the stamps of the records): the file
 %% ends at the event a printed trace would end at. Events after it are
@@ -135,7 +149,8 @@ new(Opts) when is_list(Opts) ->
     end;
 new(#{path := Path} = Opts) ->
     Defaults = #{wrap => none, max_bytes => infinity, buffer => ?DEFAULT_BUFFER,
-                 payload => full, tags => all, max_events => infinity, rate => none},
+                 payload => full, tags => all, max_events => infinity, rate => none,
+                 mode => 8#600},
     case check(maps:to_list(maps:remove(path, Opts)), Defaults) of
         {ok, O} ->
             case path_binary(Path) of
@@ -152,19 +167,20 @@ new(Opts) ->
 
 open(Path, Bin, #{wrap := Wrap, max_bytes := MaxBytes, buffer := Size,
                   payload := Payload, tags := Tags, max_events := MaxEvents,
-                  rate := Rate}) ->
-    {Mode, Max} = case Payload of
-                      {max_bytes, N} -> {max_bytes, N};
-                      Other -> {Other, 0}
-                  end,
-    WrapArg = case Wrap of none -> {0, 0}; _ -> Wrap end,
-    Limit = case MaxBytes of infinity -> 0; _ -> MaxBytes end,
-    Meta = {node(), erlang:system_info(otp_release), version()},
-    Limits = {case MaxEvents of infinity -> 0; _ -> MaxEvents end,
-              case Rate of none -> 0; {RateN, _} -> RateN end,
-              case Rate of none -> 0; {_, RateMs} -> RateMs end},
-    case new_nif(Bin, WrapArg, Limit, Size, Mode, Max,
-                 case Tags of all -> true; L -> L end, Meta, Limits) of
+                  rate := Rate, mode := Mode}) ->
+    {PayloadMode, PayloadMax} = case Payload of
+                                    {max_bytes, N} -> {max_bytes, N};
+                                    Other -> {Other, 0}
+                                end,
+    Opts = #{wrap => case Wrap of none -> {0, 0}; _ -> Wrap end,
+             max_bytes => case MaxBytes of infinity -> 0; _ -> MaxBytes end,
+             buffer => Size, payload => PayloadMode, payload_max => PayloadMax,
+             tags => case Tags of all -> true; L -> L end,
+             meta => {node(), erlang:system_info(otp_release), version()},
+             max_events => case MaxEvents of infinity -> 0; _ -> MaxEvents end,
+             rate => case Rate of none -> {0, 0}; _ -> Rate end,
+             mode => Mode},
+    case new_nif(Bin, Opts) of
         {ok, _} = Ok -> Ok;
         {error, Posix} -> {error, {file, Path, Posix}}
     end.
@@ -201,6 +217,11 @@ check([{rate, R} = O | T], Acc) ->
             check(T, Acc#{rate := R});
         _ -> {error, {badopt, O}}
     end;
+check([{mode, M} = O | T], Acc) ->
+    case is_integer(M) andalso M band bnot 8#666 =:= 0 andalso M band 8#600 =:= 8#600 of
+        true -> check(T, Acc#{mode := M});
+        false -> {error, {badopt, O}}
+    end;
 check([{buffer, B} = O | T], Acc) ->
     ring_option(size, B, O, buffer, T, Acc);
 check([{payload, P} = O | T], Acc) ->
@@ -218,21 +239,52 @@ ring_option(RingKey, V, O, Key, T, Acc) ->
         {error, _} -> {error, {badopt, O}}
     end.
 
-path_binary(Path) when is_binary(Path), Path =/= <<>> ->
-    {ok, Path};
-path_binary(Path) when is_list(Path); is_atom(Path) ->
-    try unicode:characters_to_binary(filename:flatten(Path), unicode,
+path_binary(Path) ->
+    case name_binary(Path) of
+        {ok, Bin} when Bin =/= <<>> -> {ok, Bin};
+        _ -> error
+    end.
+
+new_nif(_Path, _Opts) ->
+    erlang:nif_error(not_loaded).
+
+%% @doc Makes a directory of the caller's own for trace files: in
+%% `Parent', named `Prefix' followed by 12 characters from the kernel's
+%% random source, made new (a name that was taken is never used) with
+%% permission bits exactly 8#700. Returns its path (a binary when `Parent'
+%% is one, else a string), or `{error, Posix}': `enotdir' when `Parent' is
+%% not a directory, `enoent' when it does not exist, `einval' when
+%% `Prefix' holds a `/'.
+-spec private_dir(file:name_all(), file:name_all()) ->
+          {ok, file:filename_all()} | {error, file:posix() | einval}.
+private_dir(Parent, Prefix) ->
+    case {name_binary(Parent), name_binary(Prefix)} of
+        {{ok, P}, {ok, X}} when P =/= <<>> ->
+            case private_dir_nif(P, X) of
+                {ok, Dir} when is_binary(Parent) -> {ok, Dir};
+                {ok, Dir} -> {ok, unicode:characters_to_list(Dir, file:native_name_encoding())};
+                {error, _} = E -> E
+            end;
+        _ ->
+            {error, einval}
+    end.
+
+private_dir_nif(_Parent, _Prefix) ->
+    erlang:nif_error(not_loaded).
+
+%% A file name as the bytes the OS takes.
+name_binary(Name) when is_binary(Name) ->
+    {ok, Name};
+name_binary(Name) when is_list(Name); is_atom(Name) ->
+    try unicode:characters_to_binary(filename:flatten(Name), unicode,
                                      file:native_name_encoding()) of
-        Bin when is_binary(Bin), Bin =/= <<>> -> {ok, Bin};
+        Bin when is_binary(Bin) -> {ok, Bin};
         _ -> error
     catch
         error:_ -> error
     end;
-path_binary(_) ->
+name_binary(_) ->
     error.
-
-new_nif(_Path, _Wrap, _MaxBytes, _Size, _Payload, _PayloadMax, _Tags, _Meta, _Limits) ->
-    erlang:nif_error(not_loaded).
 
 %% @doc Counters of the file. `written' events are in the files;
 %% `dropped' were offered but are not (a full buffer, the size limit, a

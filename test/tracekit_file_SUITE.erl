@@ -10,13 +10,13 @@
 -export([wrap_set/1, killed_node/1, damaged_files/1, disk_fills/1,
          bad_paths_and_options/1, accounting_under_load/1, flush_and_stats/1,
          several_files_merge/1, limits/1, wrap_set_reopened/1,
-         dictionary_chunks/1]).
+         dictionary_chunks/1, files_are_private/1, private_dirs/1]).
 -export([write_until_killed/2, fill_disk/1]).
 
 all() ->
     [flush_and_stats, wrap_set, wrap_set_reopened, several_files_merge,
      dictionary_chunks, accounting_under_load, killed_node, damaged_files,
-     disk_fills, bad_paths_and_options, limits].
+     disk_fills, bad_paths_and_options, limits, files_are_private, private_dirs].
 
 init_per_testcase(_, Config) ->
     Config.
@@ -529,3 +529,87 @@ limits(Config) ->
     #{written := 6, over := 0, limit := none} = tracekit_file:stats(R3),
     {ok, Evs3} = tracekit_file:read(Path),
     ?assertEqual([1, 2, 3, 4, 5, 6], numbers(Evs3)).
+
+%% Trace files hold message contents: each is made new with mode 8#600
+%% (whatever the umask), or exactly the `mode' asked for; an earlier trace
+%% file of ours at the path is replaced, anything else there is refused
+%% and left as it was (a file, a symbolic link and what it points to).
+files_are_private(Config) ->
+    Mode = fun(P) -> {ok, I} = file:read_link_info(P), element(8, I) band 8#7777 end,
+    Path = path(Config, "private.tkt"),
+    Old = os:cmd("umask"),
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    ok = tracekit_file:close(F),
+    ?assertEqual(8#600, Mode(Path)),
+    [begin
+         {ok, G} = tracekit_file:new(#{path => Path, mode => M}),
+         ok = tracekit_file:close(G),
+         ?assertEqual(M, Mode(Path))
+     end || M <- [8#640, 8#644, 8#660, 8#666, 8#600]],
+    [?assertEqual({error, {badopt, {mode, M}}}, tracekit_file:new(#{path => Path, mode => M}))
+     || M <- [8#700, 8#400, 8#200, 8#601, 8#1600, 8#4600, 8#777, -1, 1 bsl 70, x, "600"]],
+    %% Every file of a wrap set.
+    Base = path(Config, "private_set"),
+    {ok, W} = tracekit_file:new(#{path => Base, wrap => {4096, 3}, mode => 8#640}),
+    S = traced_sends({tracekit_file, W}, 3000),
+    trace:session_destroy(S),
+    ok = tracekit_file:close(W),
+    #{files := NFiles} = tracekit_file:stats(W),
+    ?assert(NFiles > 3),
+    Set = filelib:wildcard(Base ++ ".*"),
+    ?assertEqual(3, length(Set)),
+    [?assertEqual(8#640, Mode(P)) || P <- Set],
+    %% Something else at the path: refused, nothing changed.
+    Other = path(Config, "other.txt"),
+    ok = file:write_file(Other, <<"not a trace">>),
+    ?assertEqual({error, {file, Other, eexist}}, tracekit_file:new(#{path => Other})),
+    ?assertEqual({ok, <<"not a trace">>}, file:read_file(Other)),
+    Link = path(Config, "link.tkt"),
+    ok = file:make_symlink(Other, Link),
+    ?assertEqual({error, {file, Link, eexist}}, tracekit_file:new(#{path => Link})),
+    ?assertEqual({ok, <<"not a trace">>}, file:read_file(Other)),
+    %% A link to a trace file of ours is not followed either.
+    ok = file:delete(Link),
+    ok = file:make_symlink(Path, Link),
+    {ok, Before} = file:read_file(Path),
+    ?assertEqual({error, {file, Link, eexist}}, tracekit_file:new(#{path => Link})),
+    ?assertEqual({ok, Before}, file:read_file(Path)),
+    %% The first file of a set behind a link.
+    ok = file:make_symlink(Other, path(Config, "linkset.0")),
+    ?assertEqual({error, {file, path(Config, "linkset"), eexist}},
+                 tracekit_file:new(#{path => path(Config, "linkset"), wrap => {8192, 2}})),
+    ?assertEqual({ok, <<"not a trace">>}, file:read_file(Other)),
+    ?assertEqual(Old, os:cmd("umask")).
+
+%% private_dir/2: a new directory of mode 8#700 with a name nobody could
+%% guess, never one that existed; errors say why.
+private_dirs(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Made = [begin {ok, D} = tracekit_file:private_dir(Dir, "tk-"), D end
+            || _ <- lists:seq(1, 500)],
+    ?assertEqual(500, length(lists:usort(Made))),
+    [begin
+         ?assertEqual(string:trim(Dir, trailing, "/"), filename:dirname(D)),
+         "tk-" ++ Rand = filename:basename(D),
+         ?assertEqual(12, length(Rand)),
+         ?assert(lists:all(fun(C) -> (C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z)
+                                         orelse (C >= $0 andalso C =< $9) end, Rand)),
+         {ok, I} = file:read_link_info(D),
+         ?assertEqual(directory, element(3, I)),
+         ?assertEqual(8#700, element(8, I) band 8#7777)
+     end || D <- Made],
+    %% A binary parent gives a binary; no prefix at all is a name too.
+    {ok, B} = tracekit_file:private_dir(list_to_binary(Dir), <<>>),
+    ?assert(is_binary(B)),
+    ?assertEqual(12, byte_size(filename:basename(B))),
+    %% Trace files go in it.
+    {ok, F} = tracekit_file:new(#{path => filename:join(B, "t.tkt")}),
+    ok = tracekit_file:close(F),
+    NotDir = path(Config, "plain_file"),
+    ok = file:write_file(NotDir, <<>>),
+    ?assertEqual({error, enotdir}, tracekit_file:private_dir(NotDir, "x")),
+    ?assertEqual({error, enoent}, tracekit_file:private_dir(path(Config, "no/such"), "x")),
+    ?assertEqual({error, einval}, tracekit_file:private_dir(Dir, "a/b")),
+    ?assertEqual({error, einval}, tracekit_file:private_dir(42, "x")),
+    ?assertEqual({error, einval}, tracekit_file:private_dir(Dir, self())),
+    ?assertEqual({error, einval}, tracekit_file:private_dir("", "x")).

@@ -10,12 +10,12 @@
 -export([all/0, init_per_testcase/2, end_per_testcase/2]).
 -export([fifo_paths/1, crafted_records/1, crafted_headers/1,
          max_bytes_ends_the_file/1, source_names/1, freed_while_writing/1,
-         new_and_drop_cycles/1]).
+         new_and_drop_cycles/1, symlink_attack/1]).
 -export([read_crafted/1, drop_while_writing/2, fill_and_forget/1]).
 
 all() ->
     [fifo_paths, crafted_records, crafted_headers, max_bytes_ends_the_file,
-     source_names, freed_while_writing, new_and_drop_cycles].
+     source_names, freed_while_writing, new_and_drop_cycles, symlink_attack].
 
 init_per_testcase(_, Config) ->
     Config.
@@ -333,3 +333,63 @@ memory() ->
     try erlang:memory(total)
     catch error:notsup -> 0
     end.
+
+%% Another local user plants symbolic links where trace files are to be
+%% made (in a directory of theirs), pointing at a file of ours: the trace
+%% was written through the link, over our file. Now nothing is written
+%% through a link: the file, the first file of a wrap set and a later one
+%% the set reaches by rotating are refused, and our file is as it was. The
+%% attacker is the user `nobody' (setpriv) when the tests run as root; as
+%% any other user the attacker is that user itself, which the same rule
+%% refuses (a link is never a trace file of ours).
+symlink_attack(Config) ->
+    Victim = path(Config, "victim"),
+    ok = file:write_file(Victim, <<"secret">>),
+    ok = file:change_mode(Victim, 8#600),
+    {ok, Dir} = tracekit_file:private_dir("/tmp", "tk-attacker-"),
+    As = case os:cmd("id -u") of
+             "0\n" ->
+                 ok = file:change_owner(Dir, 65534, 65534),
+                 ok = file:change_mode(Dir, 8#755),
+                 "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+             _ ->
+                 ""
+         end,
+    ct:log("attacker: ~p", [As]),
+    Plant = fun(Name) ->
+                    Link = filename:join(Dir, Name),
+                    "" = os:cmd(As ++ "ln -s " ++ Victim ++ " " ++ Link),
+                    {ok, Victim} = file:read_link(Link),
+                    {ok, Info} = file:read_link_info(Link),
+                    ct:log("~s: owner ~p", [Link, element(10, Info)]),
+                    Link
+            end,
+    Single = Plant("trace.tkt"),
+    ?assertEqual({error, {file, Single, eexist}}, tracekit_file:new(#{path => Single})),
+    _ = Plant("set.0"),
+    Set = filename:join(Dir, "set"),
+    ?assertEqual({error, {file, Set, eexist}},
+                 tracekit_file:new(#{path => Set, wrap => {8192, 3}})),
+    %% A later file of a set: its rotation into the link is a write error.
+    Later = filename:join(Dir, "later"),
+    _ = Plant("later.2"),
+    {ok, F} = tracekit_file:new(#{path => Later, wrap => {4096, 3}}),
+    S = trace:session_create(attack, {tracekit_file, F}, []),
+    Self = self(),
+    P = spawn(fun() -> receive go -> ok end,
+                       [self() ! {n, I, <<I:256>>} || I <- lists:seq(1, 3000)],
+                       Self ! {done, self()} end),
+    1 = trace:process(S, P, true, [send]),
+    P ! go,
+    receive {done, P} -> ok end,
+    trace:session_destroy(S),
+    ok = tracekit_file:close(F),
+    #{write_errors := Errors, files := Files, last_error := Why} = tracekit_file:stats(F),
+    ct:log("rotations into the link: ~p files, ~p write errors (~p)", [Files, Errors, Why]),
+    ?assert(Files >= 3),
+    ?assert(Errors > 0),
+    ?assertEqual(eexist, Why),
+    ?assertEqual({ok, <<"secret">>}, file:read_file(Victim)),
+    {ok, VInfo} = file:read_file_info(Victim),
+    ?assertEqual(8#600, element(8, VInfo) band 8#7777),
+    os:cmd("rm -rf " ++ Dir).

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -83,7 +84,67 @@ static int write_all(tk_tfile *f, struct iovec *iov, int n)
     return 0;
 }
 
-/* Opens file f->seq, truncated, and writes the magic. */
+bool tk_tfile_is_ours(int dir, const char *name)
+{
+    int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    char magic[TK_TFILE_MAGIC_LEN];
+    bool yes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+               pread(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
+               memcmp(magic, TK_TFILE_MAGIC, sizeof magic) == 0;
+    close(fd);
+    return yes;
+}
+
+/* A character device at `name` (written as it is), opened non-blocking. */
+static int open_device(const char *name)
+{
+    return open(name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+}
+
+/* A new file at `name` for writing (tk_tfile_open says which). The
+ * descriptor, or -1 with errno set. */
+static int create_file(const char *name, unsigned mode)
+{
+    struct stat st;
+    if (lstat(name, &st) == 0) {
+        if (S_ISCHR(st.st_mode))
+            return open_device(name);
+        if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+            errno = ESPIPE; /* writes would wait for a reader */
+            return -1;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            errno = EISDIR;
+            return -1;
+        }
+        if (!tk_tfile_is_ours(AT_FDCWD, name)) {
+            errno = EEXIST;
+            return -1;
+        }
+        if (unlink(name) != 0 && errno != ENOENT)
+            return -1;
+    } else if (errno != ENOENT) {
+        return -1;
+    }
+    /* Made new, never followed: if anything took the name meanwhile, this
+     * fails with EEXIST. Created 0600 (less under a umask), then given
+     * exactly the bits asked for. */
+    int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+                  TK_TFILE_MODE);
+    if (fd >= 0 && fchmod(fd, mode) != 0) {
+        int e = errno;
+        close(fd);
+        (void)unlink(name);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+/* Opens file f->seq, made new, and writes the magic. */
 static int open_current(tk_tfile *f)
 {
     char name[4096];
@@ -93,7 +154,7 @@ static int open_current(tk_tfile *f)
     }
     /* Non-blocking: opening a FIFO for writing would wait for a reader,
      * in the caller's thread (a scheduler) for as long as none comes. */
-    int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
+    int fd = create_file(name, f->mode);
     struct stat st;
     memset(&st, 0, sizeof st);
     if (fd < 0) {
@@ -117,10 +178,15 @@ static int open_current(tk_tfile *f)
 }
 
 int tk_tfile_open(tk_tfile *f, const char *base, uint64_t file_bytes,
-                  unsigned count, uint64_t max_bytes)
+                  unsigned count, uint64_t max_bytes, unsigned mode)
 {
     memset(f, 0, sizeof *f);
     f->fd = -1;
+    if (!tk_tfile_mode_ok(mode)) {
+        errno = EINVAL;
+        return -1;
+    }
+    f->mode = mode;
     size_t n = strlen(base);
     f->base = tk_mem_alloc(n + 1);
     if (f->base == NULL) {
@@ -197,6 +263,70 @@ void tk_tfile_close(tk_tfile *f)
     f->fd = -1;
     tk_mem_free(f->base);
     f->base = NULL;
+}
+
+/* ---- directories of one's own ------------------------------------------------ */
+
+int tk_tfile_private_dir(const char *parent, const char *prefix, char *out,
+                         size_t cap)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    struct stat st;
+    if (strchr(prefix, '/') != NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (stat(parent, &st) != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    for (int attempt = 0; attempt < 100; attempt++) {
+        /* 12 characters of 62: 71 bits from the kernel's random source
+         * (bytes of 248 and more are drawn again, so that each character
+         * is equally likely). */
+        char name[13];
+        for (size_t k = 0; k < 12;) {
+            unsigned char b[32];
+            if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b)
+                return -1;
+            for (size_t i = 0; i < sizeof b && k < 12; i++)
+                if (b[i] < 248)
+                    name[k++] = alphabet[b[i] % 62];
+        }
+        name[12] = 0;
+        size_t plen = strlen(parent);
+        while (plen > 1 && parent[plen - 1] == '/')
+            plen--;
+        int n = snprintf(out, cap, "%.*s%s%s%s", (int)plen, parent,
+                         parent[plen - 1] == '/' ? "" : "/", prefix, name);
+        if (n < 0 || (size_t)n >= cap) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        if (mkdir(out, 0700) != 0) {
+            if (errno == EEXIST)
+                continue;
+            return -1;
+        }
+        /* 0700 exactly, whatever the umask took away; through a descriptor
+         * of the directory just made, never a link put in its place. */
+        int fd = open(out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || fchmod(fd, 0700) != 0) {
+            int e = errno;
+            if (fd >= 0)
+                close(fd);
+            (void)rmdir(out);
+            errno = e;
+            return -1;
+        }
+        close(fd);
+        return 0;
+    }
+    errno = EEXIST;
+    return -1;
 }
 
 /* ---- reading ---------------------------------------------------------------- */

@@ -34,8 +34,17 @@ enum {
 
 /* ---- writing --------------------------------------------------------------- */
 
+/* The permission bits of a trace file: owner read and write, and what
+ * else a caller asks for of read and write (0600 .. 0666). */
+#define TK_TFILE_MODE 0600u
+static inline int tk_tfile_mode_ok(unsigned mode)
+{
+    return (mode & ~0666u) == 0 && (mode & 0600u) == 0600u;
+}
+
 typedef struct {
     char *base;          /* the path, or a wrap set's base name */
+    unsigned mode;       /* the files' permission bits */
     uint64_t file_bytes; /* wrap set: bytes per file; 0: one file */
     unsigned count;      /* wrap set: files in turn */
     uint64_t max_bytes;  /* 0: no limit on the bytes of all files */
@@ -51,11 +60,33 @@ typedef struct {
  * seq mod count for a wrap set. Returns the length (as snprintf). */
 int tk_tfile_name(const tk_tfile *f, uint64_t seq, char *out, size_t cap);
 
-/* Opens file 0 (created or truncated) and writes the magic. 0, or -1 with
- * errno set (the file could not be created: a missing directory, no
- * permission). file_bytes 0: a single file. */
+/* Opens file 0 and writes the magic. 0, or -1 with errno set (the file
+ * could not be created: a missing directory, no permission, something
+ * else already there). file_bytes 0: a single file.
+ *
+ * Every file of a set is made new (O_CREAT | O_EXCL | O_NOFOLLOW), its
+ * permission bits exactly `mode` (tk_tfile_mode_ok): nothing is ever
+ * written through a symbolic link or into a file someone else made. A
+ * trace file of this user already at the name (a regular file of the
+ * same owner that starts with the magic: an earlier trace) is removed
+ * first; anything else there is left alone and refused: EEXIST, or
+ * ESPIPE for a FIFO or socket, EISDIR for a directory. A character
+ * device (/dev/null) is written as it is. */
 int tk_tfile_open(tk_tfile *f, const char *base, uint64_t file_bytes,
-                  unsigned count, uint64_t max_bytes);
+                  unsigned count, uint64_t max_bytes, unsigned mode);
+
+/* Whether `name` in directory `dir` (a descriptor, or AT_FDCWD) is a
+ * trace file of this user: a regular file (not followed through a
+ * symbolic link) owned by the effective user, starting with the magic. */
+bool tk_tfile_is_ours(int dir, const char *name);
+
+/* Makes a directory of this user's own in `parent`: parent/prefix
+ * followed by 12 characters from the kernel's random source, made new
+ * (it did not exist), mode 0700 exactly. Its path goes to out (cap
+ * bytes). 0, or -1 with errno set: ENOTDIR when parent is not a
+ * directory, EINVAL when prefix holds a slash, ENAMETOOLONG. */
+int tk_tfile_private_dir(const char *parent, const char *prefix, char *out,
+                         size_t cap);
 
 /* Bytes the open file of a wrap set may still take (UINT64_MAX for a
  * single file). */

@@ -64,7 +64,7 @@ TK_TEST(tfile_chunks_round_trip)
     snprintf(path, sizeof path, "%s/t", dir);
     tk_tfile f;
     unsigned char p[400];
-    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0) == 0);
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE) == 0);
     for (unsigned i = 0; i < 500; i++)
         TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
     TK_CHECK_EQ(tk_tfile_sync(&f), 0);
@@ -91,7 +91,7 @@ TK_TEST(tfile_cut_short_reads_complete_chunks)
     tk_tfile f;
     unsigned char p[400];
     uint64_t ends[21];
-    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0) == 0);
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE) == 0);
     ends[0] = f.total;
     for (unsigned i = 0; i < 20; i++) {
         TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
@@ -107,7 +107,7 @@ TK_TEST(tfile_cut_short_reads_complete_chunks)
         TK_CHECK_EQ(read_all(path, &last), complete);
         TK_CHECK_EQ(last, cut == ends[complete] ? TK_TREAD_EOF : TK_TREAD_CORRUPT);
         /* Put the file back for the next cut. */
-        TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0) == 0);
+        TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE) == 0);
         for (unsigned i = 0; i < 20; i++)
             TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
         tk_tfile_close(&f);
@@ -125,7 +125,7 @@ TK_TEST(tfile_damage_is_found_and_skipped)
     tk_tfile f;
     unsigned char p[400];
     uint64_t ends[11];
-    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0) == 0);
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE) == 0);
     ends[0] = f.total;
     for (unsigned i = 0; i < 10; i++) {
         TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
@@ -172,7 +172,7 @@ TK_TEST(tfile_wrap_set_rotates)
     snprintf(base, sizeof base, "%s/w", dir);
     tk_tfile f;
     unsigned char p[400];
-    TK_REQUIRE(tk_tfile_open(&f, base, 1000, 3, 0) == 0);
+    TK_REQUIRE(tk_tfile_open(&f, base, 1000, 3, 0, TK_TFILE_MODE) == 0);
     unsigned chunks = 0;
     for (unsigned i = 0; i < 40; i++) {
         size_t n = payload(i, p);
@@ -215,17 +215,17 @@ TK_TEST(tfile_limits_and_errors)
     snprintf(path, sizeof path, "%s/t", dir);
     tk_tfile f;
     unsigned char p[400] = {0};
-    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 100) == 0);
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 100, TK_TFILE_MODE) == 0);
     TK_CHECK_EQ(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, 50), 0);
     TK_CHECK_EQ(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, 50), 1);
     TK_CHECK_EQ(f.total, TK_TFILE_MAGIC_LEN + TK_CHUNK_HEAD + 50);
     tk_tfile_close(&f);
     snprintf(path, sizeof path, "%s/no/such/dir/t", dir);
     errno = 0;
-    TK_CHECK_EQ(tk_tfile_open(&f, path, 0, 0, 0), -1);
+    TK_CHECK_EQ(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE), -1);
     TK_CHECK_EQ(errno, ENOENT);
     if (access("/dev/full", W_OK) == 0) {
-        TK_CHECK_EQ(tk_tfile_open(&f, "/dev/full", 0, 0, 0), -1);
+        TK_CHECK_EQ(tk_tfile_open(&f, "/dev/full", 0, 0, 0, TK_TFILE_MODE), -1);
         TK_CHECK_EQ(errno, ENOSPC);
     }
     remove_dir(dir);

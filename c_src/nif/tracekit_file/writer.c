@@ -389,30 +389,15 @@ static void *writer_main(void *arg)
 
 /* ---- the callers' side ------------------------------------------------------------ */
 
-/* A trace file (FORMAT.md's magic) at dir/name: a regular file. Opened
- * non-blocking, so that a FIFO of that name keeps nobody waiting. */
-static bool is_trace_file(int dir, const char *name)
-{
-    int fd = openat(dir, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    struct stat st;
-    char magic[TK_TFILE_MAGIC_LEN];
-    bool yes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-               read(fd, magic, sizeof magic) == (ssize_t)sizeof magic &&
-               memcmp(magic, TK_TFILE_MAGIC, sizeof magic) == 0;
-    close(fd);
-    return yes;
-}
-
 /* A wrap set opened at a base where an earlier set left files: its files
- * other than Base.0 (just truncated) are removed, so that a reader of the
+ * other than Base.0 (just made new) are removed, so that a reader of the
  * base, which takes every Base.N (tracekit_file_reader, tracekit-cat),
  * finds the new set alone, and an earlier set of more files leaves none
  * behind. (Nothing in a header names its set; a reader could only guess
- * from clocks which files belong together.) Only trace files go: a file
- * of that name that is not one was not written by a tracer. Done once, on
- * opening: the files of the new set are created after. */
+ * from clocks which files belong together.) Only trace files of this
+ * user go (tk_tfile_is_ours): a file of that name that is not one was not
+ * written by this user's tracer. Done once, on opening: the files of the
+ * new set are created after. */
 static void remove_earlier_set(const tk_tfile *tf)
 {
     const char *slash = strrchr(tf->base, '/');
@@ -437,7 +422,7 @@ static void remove_earlier_set(const tk_tfile *tf)
             continue;
         /* A file that cannot be removed stays (and is read with the set):
          * the set itself can still be written. */
-        if (is_trace_file(dirfd(d), e->d_name))
+        if (tk_tfile_is_ours(dirfd(d), e->d_name))
             (void)unlinkat(dirfd(d), e->d_name, 0);
     }
     closedir(d);
