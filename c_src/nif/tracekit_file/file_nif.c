@@ -267,7 +267,9 @@ static ERL_NIF_TERM flush_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 }
 
 /* close(File): no more events, everything recorded is written, the file
- * ends and is closed; the callbacks remove themselves from the tracees. */
+ * ends and is closed; the callbacks remove themselves from the tracees.
+ * When it returns, nothing more is recorded or counted: the stats are
+ * final. */
 static ERL_NIF_TERM close_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
@@ -275,7 +277,7 @@ static ERL_NIF_TERM close_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     file_core *f = get_file(lib, env, argv[0]);
     if (f == NULL)
         return enif_make_badarg(env);
-    tk_recorder_close(f->rec);
+    tk_recorder_close_sync(f->rec);
     file_writer_stop(f);
     return lib->rec.am_ok;
 }
