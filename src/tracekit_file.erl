@@ -87,6 +87,7 @@
                    tags := all | [atom()],
                    path := binary(),
                    over := non_neg_integer(),
+                   overwritten := non_neg_integer(),
                    limit := none | tracekit_limits:reason()}.
 -type read_error() :: {corrupt, file:filename_all(), non_neg_integer()}
                     | {skipped, [{file:filename_all(), non_neg_integer(),
@@ -287,11 +288,12 @@ name_binary(_) ->
     error.
 
 %% @doc Counters of the file. `written' events are in the files;
-%% `dropped' were offered but are not (a full buffer, the size limit, a
-%% failed write); `over' came after the `limit' reached (`none',
-%% `{max_events, N}' or `{rate, {N, Ms}}') and are left out on purpose;
-%% `buffered' wait to be written. Their sum is every event the VM
-%% offered. `bytes' written in all, `files' opened (a wrap set reuses
+%% `overwritten' were written to a file of a wrap set that wrapping has
+%% reused since; `dropped' were offered but never written (a full buffer,
+%% the size limit, a failed write); `over' came after the `limit' reached
+%% (`none', `{max_events, N}' or `{rate, {N, Ms}}') and are left out on
+%% purpose; `buffered' wait to be written. Their sum is every event the
+%% VM offered. `bytes' written in all, `files' opened (a wrap set reuses
 %% them), `write_errors' and `last_error' (a POSIX name), `filtered',
 %% `truncated', `producers' and the settings as in {@link
 %% tracekit_ring:stats/1}.

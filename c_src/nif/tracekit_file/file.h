@@ -35,7 +35,7 @@
     X(stamp) X(tsc) X(monotonic) X(anchor) X(sequence) X(wrap) X(on_disk)  \
     X(over) X(limit) X(max_events) X(rate) X(eof) X(corrupt)             \
     X(not_a_trace) X(bad_chunk) X(buffer) X(payload) X(payload_max)       \
-    X(meta) X(mode)
+    X(meta) X(mode) X(overwritten)
 
 /* The smallest max_bytes: a header and the chunks that end a file fit. */
 #define TK_FILE_MAX_BYTES_MIN 4096u
@@ -67,6 +67,7 @@ typedef struct {
     size_t chunk_target;    /* bytes of a full events chunk */
     uint64_t max_total;     /* max_bytes (0: none); tf.max_bytes is per chunk type */
     tk_limit limit;         /* max_events and rate, on record stamps */
+    uint64_t *file_events;  /* wrap set: events in each file of the set */
     ErlNifEnv *env;         /* the header's kept terms below */
     ErlNifEnv *tmp;         /* terms made for one chunk, then cleared */
     ERL_NIF_TERM node, otp_release, version, wrap, tags; /* in env */
@@ -91,7 +92,8 @@ typedef struct file_core {
     struct file_core *next; /* in the list of writers left by freed resources */
 
     /* Counters of the writer, read by stats/1. */
-    _Atomic uint64_t on_disk;   /* events written to the files */
+    _Atomic uint64_t on_disk;   /* events written to the files ... */
+    _Atomic uint64_t overwritten; /* ... of them, in files wrapping reused */
     _Atomic uint64_t refused;   /* events the writer could not write */
     _Atomic uint64_t over;      /* events after a limit was reached */
     _Atomic int limit_reached;  /* TK_LIMIT_NONE, _MAX or _RATE */

@@ -309,6 +309,9 @@ static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     tk_recorder_stats_get(f->rec, &s);
     tk_recorder_cfg cfg;
     tk_recorder_cfg_get(f->rec, &cfg);
+    /* Overwritten before written: the events it counts are in on_disk
+     * already (never more than on_disk read after it). */
+    uint64_t overwritten = atomic_load(&f->overwritten);
     uint64_t on_disk = atomic_load(&f->on_disk), refused = atomic_load(&f->refused);
     uint64_t over = atomic_load(&f->over);
     /* Recorded and not yet written, refused or over: in the rings, in hand. */
@@ -326,9 +329,11 @@ static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
                            lib->am_buffered, lib->am_filtered, lib->am_truncated,
                            lib->am_producers, lib->am_size, lib->am_closed,
                            lib->am_paused, lib->am_sample, lib->am_tags,
-                           lib->am_path, lib->am_over, lib->am_limit};
+                           lib->am_path, lib->am_over, lib->am_limit,
+                           lib->am_overwritten};
     ERL_NIF_TERM vals[] = {
-        enif_make_uint64(env, on_disk), enif_make_uint64(env, s.dropped + refused),
+        enif_make_uint64(env, on_disk - overwritten),
+        enif_make_uint64(env, s.dropped + refused),
         enif_make_uint64(env, atomic_load(&f->bytes)),
         enif_make_uint64(env, atomic_load(&f->files)),
         enif_make_uint64(env, atomic_load(&f->write_errors)),
@@ -339,7 +344,7 @@ static ERL_NIF_TERM stats_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
         atomic_load(&f->rec->closed) ? lib->rec.am_true : lib->rec.am_false,
         cfg.paused ? lib->rec.am_true : lib->rec.am_false,
         enif_make_uint(env, cfg.sample), tags, path, enif_make_uint64(env, over),
-        limit_term(lib, env, f)};
+        limit_term(lib, env, f), enif_make_uint64(env, overwritten)};
     ERL_NIF_TERM map;
     enif_make_map_from_arrays(env, keys, vals, sizeof keys / sizeof keys[0], &map);
     return map;

@@ -209,9 +209,11 @@ static void write_chunks(file_core *f)
         rc = chunk(f, TK_CHUNK_EVENTS, w->events.p, w->events.len);
         w->last_anchor = a;
     }
-    if (rc == 0)
+    if (rc == 0) {
         atomic_fetch_add(&f->on_disk, w->nevents);
-    else
+        if (w->file_events != NULL)
+            w->file_events[w->tf.seq % w->tf.count] += w->nevents;
+    } else
         atomic_fetch_add(&f->refused, w->nevents);
     w->dict_first = w->dict_next;
     tk_dict_start(&w->dict, w->dict_first);
@@ -241,6 +243,10 @@ static void maybe_rotate(file_core *f)
     file_writer *w = &f->w;
     if (w->tf.file_bytes == 0 || tk_tfile_room(&w->tf) >= w->chunk_target + 2 * TK_CHUNK_HEAD)
         return;
+    /* The next file takes the place of the oldest: its events are gone. */
+    uint64_t *reused = &w->file_events[(w->tf.seq + 1) % w->tf.count];
+    atomic_fetch_add(&f->overwritten, *reused);
+    *reused = 0;
     int rc = tk_tfile_rotate(&w->tf);
     note_error(f);
     new_dictionary(w);
@@ -322,18 +328,21 @@ static void write_end(file_core *f)
     ErlNifEnv *env = f->w.tmp;
     tk_recorder_stats s;
     tk_recorder_stats_get(f->rec, &s);
+    uint64_t overwritten = atomic_load(&f->overwritten);
     ERL_NIF_TERM keys[] = {enif_make_atom(env, "written"),
                            enif_make_atom(env, "dropped"),
                            enif_make_atom(env, "bytes"),
-                           enif_make_atom(env, "over")};
+                           enif_make_atom(env, "over"),
+                           enif_make_atom(env, "overwritten")};
     ERL_NIF_TERM vals[] = {
-        enif_make_uint64(env, atomic_load(&f->on_disk)),
+        enif_make_uint64(env, atomic_load(&f->on_disk) - overwritten),
         enif_make_uint64(env, s.dropped + atomic_load(&f->refused)),
         enif_make_uint64(env, f->w.tf.total),
-        enif_make_uint64(env, atomic_load(&f->over))};
+        enif_make_uint64(env, atomic_load(&f->over)),
+        enif_make_uint64(env, overwritten)};
     ERL_NIF_TERM map;
     ErlNifBinary bin;
-    if (enif_make_map_from_arrays(env, keys, vals, 4, &map) &&
+    if (enif_make_map_from_arrays(env, keys, vals, sizeof keys / sizeof keys[0], &map) &&
         enif_term_to_binary(env, map, &bin)) {
         (void)chunk(f, TK_CHUNK_END, bin.data, bin.size);
         enif_release_binary(&bin);
@@ -438,7 +447,9 @@ int file_writer_start(file_lib *lib, file_core *f)
     w->chunk_target = CHUNK_MAX;
     if (w->tf.file_bytes > 0 && w->tf.file_bytes / 8 < w->chunk_target)
         w->chunk_target = w->tf.file_bytes / 8 > CHUNK_MIN ? w->tf.file_bytes / 8 : CHUNK_MIN;
-    if (tk_merge_init(&w->merge, TK_THREAD_SLOTS) != 0 ||
+    if ((w->tf.file_bytes > 0 &&
+         (w->file_events = tk_mem_zalloc(w->tf.count * sizeof *w->file_events)) == NULL) ||
+        tk_merge_init(&w->merge, TK_THREAD_SLOTS) != 0 ||
         tk_limit_init(&w->limit, f->max_events, f->rate_n,
                       (uint64_t)f->rate_ms * (tk_clock_hz() / 1000)) != 0)
         return -1;
@@ -529,6 +540,7 @@ void file_core_free(file_core *f)
     file_writer *w = &f->w;
     tk_merge_destroy(&w->merge);
     tk_limit_free(&w->limit);
+    tk_mem_free(w->file_events);
     tk_bytes_free(&w->events);
     tk_bytes_free(&w->dict);
     tk_u64map_free(&w->words);
