@@ -11,14 +11,14 @@
          bad_paths_and_options/1, accounting_under_load/1, flush_and_stats/1,
          several_files_merge/1, limits/1, wrap_set_reopened/1,
          dictionary_chunks/1, files_are_private/1, private_dirs/1,
-         close_while_recording/1]).
--export([write_until_killed/2, fill_disk/1, close_cycles/2]).
+         close_while_recording/1, room_again/1]).
+-export([write_until_killed/2, fill_disk/1, close_cycles/2, fill_then_room/1]).
 
 all() ->
     [flush_and_stats, wrap_set, wrap_set_reopened, several_files_merge,
      dictionary_chunks, accounting_under_load, killed_node, damaged_files,
      disk_fills, bad_paths_and_options, limits, files_are_private, private_dirs,
-     close_while_recording].
+     close_while_recording, room_again].
 
 init_per_testcase(_, Config) ->
     Config.
@@ -420,16 +420,30 @@ check_damaged({error, {corrupt, Bad, Off}, Evs}, {_, Reason, SkipAcc}, All, Bad)
 check_damaged({error, {file, Bad, not_a_trace}, []}, _, _, Bad) ->
     not_a_trace.
 
-%% A disk that fills (here a file size limit of the peer's process): the
-%% VM keeps running, write errors and drops are counted, close returns.
-disk_fills(Config) ->
-    Path = path(Config, "full.tkt"),
+%% A peer whose process has a file size limit (ulimit -S -f, in KiB: the
+%% soft limit, which the process may raise again), and
+%% keeps SIGXFSZ's default action (the end of the process). (+JMsingle:
+%% the JIT's code in one mapping; the dual mapping sizes a memory file of
+%% 64 MiB when the VM starts, which a smaller limit refuses.)
+limited_peer(Kib) ->
     Paths = [filename:dirname(code:which(M)) || M <- [tracekit_file, ?MODULE]],
-    Sh = "ulimit -f 2048; trap '' XFSZ; exec \"$0\" \"$@\"",
+    Sh = "ulimit -S -f " ++ integer_to_list(Kib) ++ "; exec \"$0\" \"$@\"",
     Erl = os:find_executable("erl"),
     {ok, Peer, _} = peer:start_link(#{connection => standard_io,
                                       exec => {"/bin/sh", ["-c", Sh, Erl]},
-                                      args => lists:append([["-pa", P] || P <- Paths])}),
+                                      args => ["+JMsingle", "true"]
+                                          ++ lists:append([["-pa", P] || P <- Paths])}),
+    Peer.
+
+%% A disk that fills (here a file size limit of the peer's process): the
+%% VM keeps running, write errors and drops are counted, close returns.
+%% The limit raises SIGXFSZ, whose default action killed the VM (the test
+%% ignored the signal in the shell that started the peer): the writer
+%% thread, and new/1 while it writes the first chunks, hold it back, so
+%% that the write fails with EFBIG.
+disk_fills(Config) ->
+    Path = path(Config, "full.tkt"),
+    Peer = limited_peer(2048),
     try
         Stats = peer:call(Peer, ?MODULE, fill_disk, [Path], 60000),
         ct:log("~p", [Stats]),
@@ -442,17 +456,27 @@ disk_fills(Config) ->
         ?assertEqual(100001, W + D), % and the done message
         ?assert(filelib:file_size(Path) =< 2048 * 1024),
         ?assertEqual(4, peer:call(Peer, erlang, '+', [2, 2])), % still running
-        %% What reached the file reads back: exactly the events written,
-        %% then the chunk the limit cut.
+        %% What reached the file reads back: exactly the events written
+        %% (a chunk the limit refused left nothing; a smaller one later
+        %% may still have fitted).
         Evs = case tracekit_file:read(Path) of
                   {ok, Es} -> Es;
                   {error, {corrupt, Path, _}, Es} -> Es
               end,
+        ?assertEqual(W, length(Evs)),
         Ns = numbers(Evs),
-        ?assertEqual(W, length(Ns)),
         ?assertEqual(Ns, lists:usort(Ns))
     after
         peer:stop(Peer)
+    end,
+    %% No room at all: new/1 (on a scheduler) cannot write the magic.
+    Zero = limited_peer(0),
+    try
+        Z = path(Config, "no_room.tkt"),
+        ?assertEqual({error, {file, Z, efbig}}, peer:call(Zero, tracekit_file, new, [#{path => Z}])),
+        ?assertEqual(4, peer:call(Zero, erlang, '+', [2, 2]))
+    after
+        peer:stop(Zero)
     end,
     %% A device that is full from the start: the path cannot be made.
     case filelib:is_file("/dev/full") of
@@ -681,3 +705,51 @@ close_cycles(Dir, N) ->
              end || I <- lists:seq(1, N)]),
     [exit(P, kill) || P <- Ps],
     Bad.
+
+%% A disk that fills, then has room again (here the peer's file size limit
+%% reached, then lifted with prlimit): a write that stopped part way left
+%% its part of a chunk in the file, and every event after it was
+%% unreadable (452,400 written, 78,988 read). Now the file ends at its
+%% last whole chunk until there is room, and reads to its end: every event
+%% written, exactly.
+room_again(Config) ->
+    Path = path(Config, "room_again.tkt"),
+    Peer = limited_peer(1024),
+    try
+        Stats = peer:call(Peer, ?MODULE, fill_then_room, [Path], 120000),
+        ct:log("~p", [Stats]),
+        #{written := W, dropped := D, write_errors := E, buffered := 0} = Stats,
+        ?assert(E > 0),
+        ?assertEqual(200002, W + D), % and the two done messages
+        ?assert(filelib:file_size(Path) > 1024 * 1024),
+        {ok, Evs} = tracekit_file:read(Path),
+        ?assertEqual(W, length(Evs)),
+        Ns = numbers(Evs),
+        ?assertEqual(Ns, lists:usort(Ns)),
+        ?assert(lists:max(Ns) > 100000) % events from after the room came back
+    after
+        peer:stop(Peer)
+    end.
+
+fill_then_room(Path) ->
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    S = trace:session_create(room, {tracekit_file, F}, []),
+    Send = fun(From, To) ->
+                   Self = self(),
+                   P = spawn(fun() -> receive go -> ok end,
+                                      [self() ! {n, I, binary:copy(<<I:32>>, 8)}
+                                       || I <- lists:seq(From, To)],
+                                      Self ! {done, self()} end),
+                   1 = trace:process(S, P, true, [send]),
+                   P ! go,
+                   receive {done, P} -> ok end
+           end,
+    Send(1, 100000),
+    ok = tracekit_file:flush(F),
+    #{write_errors := E} = tracekit_file:stats(F),
+    true = E > 0,
+    "" = os:cmd("prlimit --pid " ++ os:getpid() ++ " --fsize=unlimited"),
+    Send(100001, 200000),
+    trace:session_destroy(S),
+    ok = tracekit_file:close(F),
+    tracekit_file:stats(F).

@@ -144,6 +144,51 @@ static int create_file(const char *name, unsigned mode)
     return fd;
 }
 
+/* Takes back what a failed write left after `at`: the file ends at `at`
+ * again and the next write goes there. 0, or -1 (errno set). */
+static int cut_back(tk_tfile *f, uint64_t at)
+{
+    if (!f->regular)
+        return 0; /* a device keeps nothing to take back */
+    if (ftruncate(f->fd, (off_t)at) != 0 || lseek(f->fd, (off_t)at, SEEK_SET) != (off_t)at)
+        return -1;
+    return 0;
+}
+
+/* Writes iov (n entries) as one piece: all of it, or nothing that stays
+ * in the file (see tk_tfile_chunk). 0, or -1 (counted). */
+static int write_whole(tk_tfile *f, struct iovec *iov, int n)
+{
+    uint64_t in_file = f->in_file, total = f->total;
+    if (f->cut_pending) {
+        if (cut_back(f, in_file) != 0) {
+            f->last_errno = errno;
+            f->write_errors++;
+            return -1;
+        }
+        f->cut_pending = false;
+    }
+    if (write_all(f, iov, n) == 0)
+        return 0;
+    /* Part of it may be in the file: not one byte of it stays. */
+    f->in_file = in_file;
+    f->total = total;
+    f->cut_pending = cut_back(f, in_file) != 0;
+    return -1;
+}
+
+/* The magic, when the open file does not begin with it yet. */
+static int write_magic(tk_tfile *f)
+{
+    struct iovec iov = {(void *)TK_TFILE_MAGIC, TK_TFILE_MAGIC_LEN};
+    if (!f->need_magic)
+        return 0;
+    if (write_whole(f, &iov, 1) != 0)
+        return -1;
+    f->need_magic = false;
+    return 0;
+}
+
 /* Opens file f->seq, made new, and writes the magic. */
 static int open_current(tk_tfile *f)
 {
@@ -173,8 +218,10 @@ static int open_current(tk_tfile *f)
     }
     f->fd = fd;
     f->in_file = 0;
-    struct iovec iov = {(void *)TK_TFILE_MAGIC, TK_TFILE_MAGIC_LEN};
-    return write_all(f, &iov, 1);
+    f->regular = S_ISREG(st.st_mode);
+    f->cut_pending = false;
+    f->need_magic = true;
+    return write_magic(f);
 }
 
 int tk_tfile_open(tk_tfile *f, const char *base, uint64_t file_bytes,
@@ -234,16 +281,19 @@ int tk_tfile_rotate(tk_tfile *f)
 int tk_tfile_chunk(tk_tfile *f, unsigned type, const void *payload,
                    size_t len)
 {
-    if (f->max_bytes != 0 && f->total + TK_CHUNK_HEAD + len > f->max_bytes)
+    size_t magic = f->need_magic ? TK_TFILE_MAGIC_LEN : 0;
+    if (f->max_bytes != 0 && f->total + magic + TK_CHUNK_HEAD + len > f->max_bytes)
         return 1;
     if (f->fd < 0) {
         f->write_errors++;
         return -1;
     }
+    if (write_magic(f) != 0)
+        return -1;
     unsigned char head[TK_CHUNK_HEAD];
     make_head(head, type, payload, len);
     struct iovec iov[2] = {{head, TK_CHUNK_HEAD}, {(void *)payload, len}};
-    return write_all(f, iov, len > 0 ? 2 : 1);
+    return write_whole(f, iov, len > 0 ? 2 : 1);
 }
 
 int tk_tfile_sync(tk_tfile *f)

@@ -54,6 +54,10 @@ typedef struct {
     uint64_t total;      /* bytes written in all */
     uint64_t write_errors;
     int last_errno;
+    bool need_magic;     /* the open file does not begin with the magic yet */
+    bool regular;        /* the open file is a regular file (not a device) */
+    bool cut_pending;    /* a failed write left bytes after in_file that a
+                            truncation has not taken back yet */
 } tk_tfile;
 
 /* The name of file `seq` of a set: the path itself, or base.N with N =
@@ -93,11 +97,20 @@ int tk_tfile_private_dir(const char *parent, const char *prefix, char *out,
 uint64_t tk_tfile_room(const tk_tfile *f);
 
 /* Moves to the next file of a wrap set (reusing the oldest once there are
- * `count`), writes its magic. 0, or -1 (counted as a write error). */
+ * `count`), writes its magic. 0, or -1 (counted as a write error; when
+ * the file was made but its magic not written, the next chunk writes it
+ * first). */
 int tk_tfile_rotate(tk_tfile *f);
 
 /* Writes one chunk. 0 when written; 1 when the total size limit refuses
- * it (nothing is written); -1 on a write error (counted). */
+ * it (nothing is written); -1 on a write error (counted).
+ *
+ * A chunk is in the file whole or not at all (FORMAT.md): a write that
+ * stops part way (a full disk, the file size limit) is taken back by
+ * truncating the file to where the chunk began, so that the chunks
+ * written once there is room again follow the last whole one. (If the
+ * truncation fails too, it is tried again before the next chunk, which is
+ * refused while it fails.) */
 int tk_tfile_chunk(tk_tfile *f, unsigned type, const void *payload,
                    size_t len);
 

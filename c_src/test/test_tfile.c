@@ -5,6 +5,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,6 +232,57 @@ TK_TEST(tfile_limits_and_errors)
         TK_CHECK_EQ(tk_tfile_open(&f, "/dev/full", 0, 0, 0, TK_TFILE_MODE), -1);
         TK_CHECK_EQ(errno, ENOSPC);
     }
+    remove_dir(dir);
+}
+
+/* A write that stops part way (here at the file size limit, as a full
+ * disk stops one) leaves nothing of its chunk: the file ends at the last
+ * whole chunk, and once there is room again the chunks written after
+ * follow it; the file reads to its end. (The partial chunk stayed, and
+ * every chunk after it was unreadable.) */
+TK_TEST(tfile_failed_write_is_taken_back)
+{
+    char dir[64], path[128];
+    temp_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/t", dir);
+    sigset_t xfsz, saved;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    TK_REQUIRE(pthread_sigmask(SIG_BLOCK, &xfsz, &saved) == 0);
+    struct rlimit old;
+    TK_REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    tk_tfile f;
+    unsigned char p[400];
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE) == 0);
+    unsigned i = 0;
+    for (; i < 5; i++)
+        TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
+    /* Room for part of the next chunk only. */
+    struct rlimit low = {f.total + 100, old.rlim_max};
+    TK_REQUIRE(setrlimit(RLIMIT_FSIZE, &low) == 0);
+    uint64_t whole = f.total;
+    for (int k = 0; k < 3; k++) {
+        TK_CHECK_EQ(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)), -1);
+        TK_CHECK_EQ(f.last_errno, EFBIG);
+        TK_CHECK_EQ(f.total, whole);
+        struct stat st;
+        TK_REQUIRE(stat(path, &st) == 0);
+        TK_CHECK_EQ((uint64_t)st.st_size, whole);
+    }
+    TK_CHECK_EQ(f.write_errors, 3);
+    TK_REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    for (; i < 20; i++)
+        TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
+    tk_tfile_close(&f);
+    int last;
+    TK_CHECK_EQ(read_all(path, &last), 20);
+    TK_CHECK_EQ(last, TK_TREAD_EOF);
+    /* A raised SIGXFSZ is pending for this thread: taken, then the mask
+     * goes back. */
+    struct timespec now = {0, 0};
+    while (sigtimedwait(&xfsz, NULL, &now) == SIGXFSZ)
+        ;
+    TK_REQUIRE(pthread_sigmask(SIG_SETMASK, &saved, NULL) == 0);
     remove_dir(dir);
 }
 

@@ -68,6 +68,7 @@ typedef struct {
     uint64_t max_total;     /* max_bytes (0: none); tf.max_bytes is per chunk type */
     tk_limit limit;         /* max_events and rate, on record stamps */
     uint64_t *file_events;  /* wrap set: events in each file of the set */
+    bool need_header;       /* the open file has no header chunk yet */
     ErlNifEnv *env;         /* the header's kept terms below */
     ErlNifEnv *tmp;         /* terms made for one chunk, then cleared */
     ERL_NIF_TERM node, otp_release, version, wrap, tags; /* in env */

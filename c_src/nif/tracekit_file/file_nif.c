@@ -215,16 +215,22 @@ static ERL_NIF_TERM posix_error(const file_lib *lib, ErlNifEnv *env, int e)
                             enif_make_atom(env, tk_posix_name(e, name, sizeof name)));
 }
 
-/* Opens the first file and starts the writer: 0, or an errno value. */
+/* Opens the first file and starts the writer: 0, or an errno value. The
+ * magic and the header are written here, on this scheduler thread: with
+ * SIGXFSZ held back (a file size limit already reached gives EFBIG). */
 static int core_start(file_lib *lib, file_core *f, const file_opts *o)
 {
     tk_tfile *tf = &f->w.tf;
+    sigset_t saved;
+    int e = 0;
+    tk_posix_xfsz_hold(&saved);
     if (tk_tfile_open(tf, f->path, o->wrap_count > 0 ? o->wrap_bytes : 0,
                       (unsigned)o->wrap_count, o->max_total, o->mode) != 0)
-        return errno;
-    if (file_writer_start(lib, f) != 0)
-        return tf->last_errno ? tf->last_errno : ENOMEM;
-    return 0;
+        e = errno;
+    else if (file_writer_start(lib, f) != 0)
+        e = tf->last_errno ? tf->last_errno : ENOMEM;
+    tk_posix_xfsz_release(&saved);
+    return e;
 }
 
 static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])

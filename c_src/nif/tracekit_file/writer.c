@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -53,10 +54,16 @@ static void note_error(file_core *f)
 #define END_ROOM 128u
 #define LOST_ROOM (TK_CHUNK_HEAD + 16u)
 
-/* Writes a chunk; 0 when written. Counts what the file layer counted. */
+static int write_header(file_core *f);
+
+/* Writes a chunk; 0 when written. Counts what the file layer counted. A
+ * file's first chunk is its header: one that could not be written when
+ * the file was made is written first. */
 static int chunk(file_core *f, unsigned type, const void *p, size_t len)
 {
     file_writer *w = &f->w;
+    if (type != TK_CHUNK_HEADER && w->need_header && write_header(f) != 0)
+        return -1;
     if (w->max_total != 0)
         w->tf.max_bytes = w->max_total -
                           (type == TK_CHUNK_END    ? 0
@@ -115,6 +122,8 @@ static int write_header(file_core *f)
         enif_release_binary(&bin);
     }
     enif_clear_env(env);
+    if (rc == 0)
+        w->need_header = false;
     return rc;
 }
 
@@ -251,6 +260,7 @@ static void maybe_rotate(file_core *f)
     note_error(f);
     new_dictionary(w);
     atomic_fetch_add(&f->files, 1);
+    w->need_header = true;
     if (rc == 0)
         (void)write_header(f);
 }
@@ -355,6 +365,13 @@ static void *writer_main(void *arg)
     file_core *f = arg;
     file_writer *w = &f->w;
     uint64_t served = 0;
+    /* A write past the file size limit (ulimit -f) raises SIGXFSZ, whose
+     * default action ends the VM: held back in this thread for good, the
+     * write fails with EFBIG instead, a write error like any other. */
+    sigset_t xfsz;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &xfsz, NULL);
     for (;;) {
         enif_mutex_lock(f->lock);
         uint64_t asked = f->flush_asked;
@@ -459,6 +476,7 @@ int file_writer_start(file_lib *lib, file_core *f)
     tk_events_start(&w->events);
     w->last_write_ns = now_ns(CLOCK_MONOTONIC);
     atomic_store(&f->files, 1);
+    w->need_header = true;
     if (write_header(f) != 0)
         return -1;
     if (enif_thread_create("tracekit_file_writer", &f->tid, writer_main, f, NULL) != 0)
