@@ -337,11 +337,14 @@ fold(Fun, Acc, Source) ->
 %% @doc Folds over the events of trace files, in time order across files
 %% and nodes: each event is the term OTP's process tracer would have sent
 %% for it. `Source' is a file, a wrap set's base name, or a list of them
-%% (the files of several nodes). A file cut short or damaged gives the
-%% events before the damage and `{error, {corrupt, File, Offset}, Acc}';
-%% with `#{damaged => skip}' reading goes on at the next good chunk, and
+%% (the files of several nodes). A file damaged or cut short gives the
+%% events before the damage and `{error, {corrupt, File, Offset}, Acc}':
+%% a file is complete only when it ends with its end chunk (FORMAT.md), so
+%% that a file whose writer was killed, whose disk was full when it closed,
+%% or that is still being written, says so (with `Offset' where it ends).
+%% With `#{damaged => skip}' reading goes on at the next good chunk, and
 %% the result is `{error, {skipped, Regions}, Acc}' with every event that
-%% could be read.
+%% could be read; `Regions' are `{File, From, To | eof}'.
 -spec fold(fun((tracekit_ring:event(), Acc) -> Acc), Acc, source(),
            #{damaged => stop | skip}) ->
           {ok, Acc} | {error, read_error(), Acc}.
@@ -365,10 +368,10 @@ format(Source) ->
 
 %% @doc Prints the events of `Source' in the shell's one-line format (as
 %% {@link tracekit} prints them), to `io' (default: the group leader);
-%% `depth' and `line_length' as in tracekit. Returns how many were
-%% printed.
+%% `depth' and `line_length' as in tracekit, `damaged' as in {@link
+%% fold/4}. Returns how many were printed.
 -spec format(source(), #{io => io:device(), depth => pos_integer(),
-                         line_length => pos_integer()}) ->
+                         line_length => pos_integer(), damaged => stop | skip}) ->
           {ok, non_neg_integer()} | {error, read_error(), non_neg_integer()}.
 format(Source, Opts) when is_map(Opts) ->
     Io = maps:get(io, Opts, group_leader()),
@@ -378,7 +381,7 @@ format(Source, Opts) when is_map(Opts) ->
                     io:put_chars(Io, [tracekit_format:event(E, FOpts#{names => Names1}), $\n]),
                     {N + 1, Names1}
             end,
-    case fold(Print, {0, #{}}, Source) of
+    case fold(Print, {0, #{}}, Source, maps:with([damaged], Opts)) of
         {ok, {N, _}} -> {ok, N};
         {error, Reason, {N, _}} -> {error, Reason, N}
     end.
@@ -403,10 +406,12 @@ reader_open(_Path) ->
 
 %% @private
 %% @doc The next chunk, `{Type, Payload, Offset}', whose framing and CRC
-%% checked out; `eof' at the end; `{corrupt, Offset}' at a chunk that is
-%% damaged or cut short (nothing is consumed).
+%% checked out; `{eof, Offset}' at the end (where the file ends);
+%% `{corrupt, Offset}' at a chunk that is damaged or cut short (nothing is
+%% consumed).
 -spec reader_next(reader()) -> {pos_integer(), binary(), non_neg_integer()}
-                                   | eof | {corrupt, non_neg_integer()}.
+                                   | {eof, non_neg_integer()}
+                                   | {corrupt, non_neg_integer()}.
 reader_next(_Reader) ->
     erlang:nif_error(not_loaded).
 

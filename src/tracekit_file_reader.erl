@@ -27,7 +27,10 @@
             ref = {0, 0, 1000000000} :: {non_neg_integer(), non_neg_integer(),
                                          non_neg_integer()},
             pending = [] :: [{integer(), non_neg_integer(), tuple()}],
-            lost = 0 :: non_neg_integer()}).
+            lost = 0 :: non_neg_integer(),
+            %% The end chunk was read: the file is complete, and no chunk
+            %% may follow.
+            ended = false :: boolean()}).
 
 %% @doc The files a source names: a file, a wrap set's base name (its files
 %% Base.0, Base.1, ...), or a list of them.
@@ -134,29 +137,41 @@ headers([#r{h = H, file = F} = R | Rs], Skip, Refs, Acc, Skipped) ->
                             headers(Rs, Skip, Refs#{Machine => Ref}, [R#r{ref = Ref} | Acc],
                                     Skipped);
                         _ ->
-                            no_header(R, Rs, Skip, Refs, Acc, Skipped, At)
+                            no_header(R, Rs, Skip, Refs, Acc, Skipped, At, next(At, Bin))
                     end;
                 _ ->
-                    no_header(R, Rs, Skip, Refs, Acc, Skipped, At)
+                    no_header(R, Rs, Skip, Refs, Acc, Skipped, At, next(At, Bin))
             end;
-        {_, _, At} ->
-            no_header(R, Rs, Skip, Refs, Acc, Skipped, At);
+        {_, Bin, At} ->
+            no_header(R, Rs, Skip, Refs, Acc, Skipped, At, next(At, Bin));
         {corrupt, At} ->
-            no_header(R, Rs, Skip, Refs, Acc, Skipped, At);
-        eof ->
-            no_header(R, Rs, Skip, Refs, Acc, Skipped, 8)
+            no_header(R, Rs, Skip, Refs, Acc, Skipped, At, resync);
+        {eof, At} ->
+            no_header(R, Rs, Skip, Refs, Acc, Skipped, At, eof)
     end.
 
+%% Where the chunk after the one at At (read, Bin its payload) starts.
+next(At, Bin) ->
+    {next, At + 16 + byte_size(Bin)}.
+
 %% A file whose header is missing or damaged: an error, or, skipping, its
-%% events on its own scale from its next good chunk on.
-no_header(#r{h = H, file = F} = R, Rs, true, Refs, Acc, Skipped, At) ->
-    Skipped1 = case tracekit_file:reader_resync(H) of
-                   {ok, To} -> [{F, At, To} | Skipped];
-                   eof -> [{F, At, eof} | Skipped]
-               end,
-    headers(Rs, true, Refs, [R | Acc], Skipped1);
-no_header(#r{file = F} = R, Rs, false, _Refs, Acc, _Skipped, At) ->
-    [tracekit_file:reader_close(H) || #r{h = H} <- [R | Acc ++ Rs]],
+%% events on its own scale from its next good chunk on: the chunk after a
+%% first chunk that checked out but is not a header, or the next one that
+%% checks out after damage.
+no_header(R, Rs, true, Refs, Acc, Skipped, At, {next, To}) ->
+    headers(Rs, true, Refs, [R | Acc], [{R#r.file, At, To} | Skipped]);
+no_header(#r{h = H, file = F} = R, Rs, true, Refs, Acc, Skipped, At, resync) ->
+    case tracekit_file:reader_resync(H) of
+        {ok, To} ->
+            headers(Rs, true, Refs, [R | Acc], [{F, At, To} | Skipped]);
+        eof ->
+            no_header(R, Rs, true, Refs, Acc, Skipped, At, eof)
+    end;
+no_header(#r{h = H, file = F} = R, Rs, true, Refs, Acc, Skipped, At, eof) ->
+    tracekit_file:reader_close(H),
+    headers(Rs, true, Refs, [R#r{h = closed} | Acc], [{F, At, eof} | Skipped]);
+no_header(#r{file = F} = R, Rs, false, _Refs, Acc, _Skipped, At, _) ->
+    [tracekit_file:reader_close(H) || #r{h = H} <- [R | Acc ++ Rs], H =/= closed],
     {error, {corrupt, F, At}}.
 
 %% @doc Folds Fun over the events of the readers in time order. With Skip,
@@ -185,7 +200,7 @@ fold(Fun, Acc0, Readers, Skip, Skipped00) ->
         throw:{tracekit_file_corrupt, Reason, AccSoFar} ->
             {error, Reason, AccSoFar}
     after
-        [tracekit_file:reader_close(H) || #r{h = H} <- Readers]
+        [tracekit_file:reader_close(H) || #r{h = H} <- Readers, H =/= closed]
     end.
 
 %% The heads: {Time, Index, Reader}, one per reader with events in hand.
@@ -209,7 +224,9 @@ merge(Fun, Acc, Heads, Skip, Skipped) ->
     end.
 
 %% Reads chunks until the reader has events in hand, or none are left. Acc
-%% is what the fold has so far (for an error).
+%% is what the fold has so far (for an error). A file that ends without
+%% its end chunk was cut short (FORMAT.md): its writer was killed, its
+%% disk was full when it closed, or it is still being written.
 refill(#r{h = closed} = R, _, Skipped, _) ->
     {R, Skipped};
 refill(#r{h = H, file = F} = R, Skip, Skipped, Acc) ->
@@ -226,9 +243,14 @@ refill(#r{h = H, file = F} = R, Skip, Skipped, Acc) ->
                 error ->
                     throw({tracekit_file_corrupt, {corrupt, F, At}, Acc})
             end;
-        eof ->
+        {eof, _} when R#r.ended ->
             tracekit_file:reader_close(H),
             {R#r{h = closed}, Skipped};
+        {eof, At} when Skip ->
+            tracekit_file:reader_close(H),
+            {R#r{h = closed}, [{F, At, eof} | Skipped]};
+        {eof, At} ->
+            throw({tracekit_file_corrupt, {corrupt, F, At}, Acc});
         {corrupt, At} when Skip ->
             case tracekit_file:reader_resync(H) of
                 {ok, To} ->
@@ -242,6 +264,8 @@ refill(#r{h = H, file = F} = R, Skip, Skipped, Acc) ->
     end.
 
 %% One chunk into the reader's state: {ok, R} or error (malformed).
+chunk(_Type, _Bin, #r{ended = true}) ->
+    error; % the end chunk is a file's last
 chunk(?HEADER, _Bin, _R) ->
     error; % only a file's first chunk is a header
 chunk(?DICT, Bin, #r{h = H} = R) ->
@@ -259,7 +283,7 @@ chunk(?EVENTS, Bin, #r{h = H, ref = Ref} = R) ->
 chunk(?LOST, <<N:64/little, _Stamp:64/little>>, #r{lost = L} = R) ->
     {ok, R#r{lost = L + N}};
 chunk(?END, _Bin, R) ->
-    {ok, R};
+    {ok, R#r{ended = true}};
 chunk(Type, _Bin, R) when is_integer(Type), Type > ?END ->
     {ok, R}; % a chunk type of a later version: readers step over it
 chunk(_, _, _) ->

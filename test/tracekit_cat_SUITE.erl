@@ -83,10 +83,13 @@ quote(S) ->
 
 %% What tracekit_file:format/2 prints, and its result.
 erl_text(Config, Source) ->
+    erl_text(Config, Source, #{}).
+
+erl_text(Config, Source, Opts) ->
     Path = filename:join(?config(priv_dir, Config),
                          "fmt." ++ integer_to_list(erlang:unique_integer([positive]))),
     {ok, Io} = file:open(Path, [write, {encoding, utf8}]),
-    R = tracekit_file:format(Source, #{io => Io}),
+    R = tracekit_file:format(Source, Opts#{io => Io}),
     ok = file:close(Io),
     {ok, Text} = file:read_file(Path),
     ok = file:delete(Path),
@@ -590,6 +593,29 @@ errors(Config) ->
     {1, ExpectedCut, ECut} = run(Config, [Cut]),
     one_line(ECut, "cut short"),
     [{error, {corrupt, _, At}} = R || R <- same_exports(Config, [Cut])],
+    %% Cut where a chunk ends, its end chunk gone (a killed writer): every
+    %% event, then the file's end named; it read as complete (status 0).
+    EndAt = element(1, lists:last(Chunks)),
+    NoEnd = filename:join(Dir, "no_end"),
+    ok = file:write_file(NoEnd, binary:part(Bin, 0, EndAt)),
+    {{error, {corrupt, _, EndAt}, 50}, ExpectedNoEnd} = erl_text(Config, NoEnd),
+    {1, ExpectedNoEnd, ENoEnd} = run(Config, [NoEnd]),
+    one_line(ENoEnd, "cut short \\(no end chunk\\) at byte " ++ integer_to_list(EndAt)),
+    [{error, {corrupt, _, EndAt}} = R || R <- same_exports(Config, [NoEnd])],
+    %% --damaged skip: every event that can be read, as fold/4 with
+    %% #{damaged => skip} gives them, one line per region, status 1.
+    {{error, {skipped, [{_, EndAt, eof}]}, 50}, ExpectedNoEnd} =
+        erl_text(Config, NoEnd, #{damaged => skip}),
+    {1, ExpectedNoEnd, ESkipEnd} = run(Config, ["--damaged", "skip", NoEnd]),
+    one_line(ESkipEnd, "skipped from byte " ++ integer_to_list(EndAt) ++ " to the end"),
+    {{error, {skipped, [{_, At, To}]}, NSkip}, ExpectedSkip} =
+        erl_text(Config, Bad, #{damaged => skip}),
+    ?assert(NSkip > N),
+    {1, ExpectedSkip, ESkip} = run(Config, ["--damaged=skip", Bad]),
+    one_line(ESkip, "skipped bytes " ++ integer_to_list(At) ++ " to " ++ integer_to_list(To)),
+    {0, All, <<>>} = run(Config, ["--damaged", "skip", Good]),
+    {{ok, 50}, All} = erl_text(Config, Good),
+    {2, <<>>, _} = run(Config, ["--damaged", "maybe", Good]),
     %% The good file and the missing one: nothing read, status 3.
     {3, <<>>, _} = run(Config, [Good, Missing]).
 
@@ -665,32 +691,39 @@ damaged_files(Config, Asan) ->
         "for f; do timeout 20 ", Asan, " $f >$f.out 2>$f.err; s=$?; ",
         %% the export of file F: ?EXPORTS's (F rem 4 + 1)th
         "case $((f % 4)) in 0) x=jsonl;; 1) x=chrome;; 2) x=folded;; *) x=html;; esac; ",
-        "timeout 20 ", Asan, " --format $x $f >$f.x 2>$f.xerr; ",
-        "echo \"$f $s $?\" >$f.status; done' sh\n",
+        "timeout 20 ", Asan, " --format $x $f >$f.x 2>$f.xerr; x=$?; ",
+        "timeout 20 ", Asan, " --damaged skip $f >$f.skip 2>$f.skiperr; ",
+        "echo \"$f $s $x $?\" >$f.status; done' sh\n",
         "cat *.status >statuses\n"]),
     T0 = erlang:monotonic_time(millisecond),
     _ = os:cmd("sh " ++ Script),
     Ms = erlang:monotonic_time(millisecond) - T0,
     {ok, StatusText} = file:read_file(filename:join(FuzzDir, "statuses")),
-    %% I => {text's status, the export's}
-    Statuses = maps:from_list([{binary_to_integer(F), {binary_to_integer(S), binary_to_integer(X)}}
+    %% I => {text's status, the export's, text --damaged skip's}
+    Statuses = maps:from_list([{binary_to_integer(F), {binary_to_integer(S), binary_to_integer(X),
+                                                       binary_to_integer(K)}}
                                || L <- binary:split(StatusText, <<"\n">>, [global, trim]),
-                                  [F, S, X] <- [binary:split(L, <<" ">>, [global])]]),
+                                  [F, S, X, K] <- [binary:split(L, <<" ">>, [global])]]),
     ?assertEqual(Count, map_size(Statuses)),
-    Bad = [{I, S, X, [element(2, file:read_file(filename:join(FuzzDir, integer_to_list(I) ++ Ext)))
-                      || Ext <- [".err", ".xerr"]]}
-           || {I, {S, X}} <- maps:to_list(Statuses),
-              not lists:member(S, [0, 1]) orelse not lists:member(X, [0, 1])],
+    Bad = [{I, S, X, K, [element(2, file:read_file(filename:join(FuzzDir, integer_to_list(I) ++ Ext)))
+                         || Ext <- [".err", ".xerr", ".skiperr"]]}
+           || {I, {S, X, K}} <- maps:to_list(Statuses),
+              not lists:member(S, [0, 1]) orelse not lists:member(X, [0, 1])
+                  orelse not lists:member(K, [0, 1])],
     ?assertEqual([], Bad),
-    Reports = [{I, Ext} || I <- lists:seq(1, Count), Ext <- [".err", ".xerr"],
+    Reports = [{I, Ext} || I <- lists:seq(1, Count), Ext <- [".err", ".xerr", ".skiperr"],
                            {ok, E} <- [file:read_file(filename:join(FuzzDir, integer_to_list(I) ++ Ext))],
                            re:run(E, "Sanitizer|runtime error") =/= nomatch],
     ?assertEqual([], Reports),
     %% Against the Erlang reader: the files whose damage passes the CRC.
     Checked = [check_damaged(Config, FuzzDir, I, maps:get(I, Statuses))
                || {I, crc_fixed} <- lists:zip(lists:seq(1, Count), Kinds)],
+    %% Skipping, every kind of damage: the text and status of fold/4 with
+    %% #{damaged => skip}.
+    [check_skipped(Config, FuzzDir, I, element(3, maps:get(I, Statuses)))
+     || I <- lists:seq(1, Count)],
     Outcomes = lists:foldl(fun(K, M) -> maps:update_with(K, fun(N) -> N + 1 end, 1, M) end,
-                           #{}, Kinds ++ [{status, S} || {S, _} <- maps:values(Statuses)]),
+                           #{}, Kinds ++ [{status, S} || {S, _, _} <- maps:values(Statuses)]),
     ct:log("~p damaged files in ~p ms through ~s: ~p; ~p compared with the Erlang reader",
            [Count, Ms, Asan, Outcomes, length(Checked)]),
     ?assert(length(Checked) > Count div 10).
@@ -702,7 +735,7 @@ damaged_count() ->
         _ -> 600
     end.
 
-check_damaged(Config, FuzzDir, I, {Status, XStatus}) ->
+check_damaged(Config, FuzzDir, I, {Status, XStatus, _}) ->
     F = filename:join(FuzzDir, integer_to_list(I)),
     {R, Expected} = erl_text(Config, F),
     {ok, Got} = file:read_file(F ++ ".out"),
@@ -710,17 +743,7 @@ check_damaged(Config, FuzzDir, I, {Status, XStatus}) ->
         {ok, _} -> ?assertEqual({I, 0}, {I, Status});
         {error, _, _} -> ?assertEqual({I, 1}, {I, Status})
     end,
-    %% A damaged node name makes a pid, port or reference of another
-    %% node, which each reader numbers its own way: the VM by its node
-    %% table, tracekit-cat from 1. Lines with them are cut at other places
-    %% (the numbers' widths differ), so that only their count is compared.
-    case re:run(Expected, "(<|#Port<|#Ref<)[1-9][0-9]*\\.", [{capture, none}]) of
-        nomatch ->
-            ?assertEqual({I, fun_uniq(renumber(Expected))}, {I, fun_uniq(renumber(Got))});
-        match ->
-            Lines = fun(T) -> length(binary:split(T, <<"\n">>, [global])) end,
-            ?assertEqual({I, Lines(Expected)}, {I, Lines(Got)})
-    end,
+    same_text(I, Expected, Got),
     Format = lists:nth(I rem 4 + 1, ?EXPORTS),
     {XR, XExpected} = erl_export(Config, Format, F),
     {ok, XGot} = file:read_file(F ++ ".x"),
@@ -745,6 +768,38 @@ check_damaged(Config, FuzzDir, I, {Status, XStatus}) ->
         {error, Why} -> ?assertEqual({I, status(Why)}, {I, XStatus})
     end,
     ok.
+
+%% The text of a damaged file, both ways. A damaged node name makes a
+%% pid, port or reference of another node, which each reader numbers its
+%% own way: the VM by its node table, tracekit-cat from 1. Lines with them
+%% are cut at other places (the numbers' widths differ), so that only
+%% their count is compared.
+same_text(I, Expected, Got) ->
+    case re:run(Expected, "(<|#Port<|#Ref<)[1-9][0-9]*\\.", [{capture, none}]) of
+        nomatch ->
+            ?assertEqual({I, fun_uniq(renumber(Expected))}, {I, fun_uniq(renumber(Got))});
+        match ->
+            Lines = fun(T) -> length(binary:split(T, <<"\n">>, [global])) end,
+            ?assertEqual({I, Lines(Expected)}, {I, Lines(Got)})
+    end.
+
+%% --damaged skip against fold/4 with #{damaged => skip}: the same text,
+%% the same status, and a line for each region skipped.
+check_skipped(Config, FuzzDir, I, Status) ->
+    F = filename:join(FuzzDir, integer_to_list(I)),
+    {R, Expected} = erl_text(Config, F, #{damaged => skip}),
+    {ok, Got} = file:read_file(F ++ ".skip"),
+    {ok, Err} = file:read_file(F ++ ".skiperr"),
+    same_text(I, Expected, Got),
+    case R of
+        {ok, _} ->
+            ?assertEqual({I, 0, <<>>}, {I, Status, Err});
+        {error, {skipped, Regions}, _} ->
+            ?assertEqual({I, 1, length(Regions)},
+                         {I, Status, length(binary:matches(Err, <<": skipped ">>))});
+        {error, {file, _, not_a_trace}, _} ->
+            ?assertEqual({I, 4}, {I, Status})
+    end.
 
 %% A local fun's old index and old uniq, which damage may change:
 %% binary_to_term/1 takes them from the fun's entry when the module is

@@ -11,14 +11,14 @@
          bad_paths_and_options/1, accounting_under_load/1, flush_and_stats/1,
          several_files_merge/1, limits/1, wrap_set_reopened/1,
          dictionary_chunks/1, files_are_private/1, private_dirs/1,
-         close_while_recording/1, room_again/1]).
+         close_while_recording/1, room_again/1, cut_files_say_so/1]).
 -export([write_until_killed/2, fill_disk/1, close_cycles/2, fill_then_room/1]).
 
 all() ->
     [flush_and_stats, wrap_set, wrap_set_reopened, several_files_merge,
      dictionary_chunks, accounting_under_load, killed_node, damaged_files,
      disk_fills, bad_paths_and_options, limits, files_are_private, private_dirs,
-     close_while_recording, room_again].
+     close_while_recording, room_again, cut_files_say_so].
 
 init_per_testcase(_, Config) ->
     Config.
@@ -56,8 +56,9 @@ flush_and_stats(Config) ->
     #{written := 501, dropped := 0, buffered := 0, files := 1, write_errors := 0,
       bytes := Bytes} = tracekit_file:stats(F),
     ?assertEqual(Bytes, filelib:file_size(Path)),
-    %% Open and unfinished (no end chunk yet): every event so far reads.
-    {ok, Evs} = tracekit_file:read(Path),
+    %% Open and unfinished (no end chunk yet): every event so far reads,
+    %% and the reader says the file ends there, not complete.
+    {error, {corrupt, Path, Bytes}, Evs} = tracekit_file:read(Path),
     ?assertEqual(lists:seq(1, 500), numbers(Evs)),
     trace:session_destroy(S),
     ok = tracekit_file:close(F),
@@ -213,7 +214,8 @@ dict_file(Path, Chunks, PerChunk) ->
                  chunk(3, <<0:64, 0:64, 1:32/little, (byte_size(Rec)):32/little, C:64/little,
                             Rec/binary>>, Crc)]
             end || C <- lists:seq(0, Chunks - 1)],
-    ok = file:write_file(Path, [<<"TKTRACE1">>, chunk(1, term_to_binary(Header), Crc) | Body]).
+    ok = file:write_file(Path, [<<"TKTRACE1">>, chunk(1, term_to_binary(Header), Crc), Body,
+                                chunk(5, term_to_binary(#{}), Crc)]).
 
 %% {Events, Reductions, Microseconds} of a fold over a file, in a process
 %% of its own (its reductions are the read's).
@@ -312,11 +314,11 @@ killed_node(Config) ->
     timer:sleep(300),
     os:cmd("kill -9 " ++ OsPid),
     try peer:stop(Peer) catch _:_ -> ok end,
-    {Result, Evs} = case tracekit_file:read(Path) of
-                        {ok, Es} -> {ok, Es};
-                        {error, {corrupt, Path, Off}, Es} -> {{cut_at, Off}, Es}
-                    end,
-    ct:log("read back ~p events; ~p", [length(Evs), Result]),
+    %% Never complete: no end chunk, whether the cut fell between chunks
+    %% or in one (it read as complete when it fell between them).
+    {error, {corrupt, Path, Off}, Evs} = tracekit_file:read(Path),
+    ct:log("read back ~p events; cut at ~p of ~p bytes",
+           [length(Evs), Off, filelib:file_size(Path)]),
     Ns = [I || {trace, _, send, {n, I}, _} <- Evs],
     %% In order, each once (a full buffer may have refused some, counted
     %% in lost chunks).
@@ -368,7 +370,10 @@ damaged_files(Config) ->
     Counts = lists:foldl(fun(O, M) -> maps:update_with(O, fun(N) -> N + 1 end, 1, M) end,
                          #{}, Outcomes),
     ct:log("outcomes of 10000 damaged files: ~p", [Counts]),
-    ?assert(maps:get(corrupt, Counts, 0) > 5000).
+    %% Every damage is found: a cut at a chunk's end too (it read as a
+    %% complete file).
+    ?assertEqual([corrupt, not_a_trace], lists:sort(maps:keys(Counts))),
+    ?assert(maps:get(corrupt, Counts, 0) > 9000).
 
 damage_once(Good, Bad, All) ->
     Size = byte_size(Good),
@@ -400,12 +405,6 @@ flip(Bin, N) ->
     <<Pre:At/binary, B, Post/binary>> = Bin,
     flip(<<Pre/binary, (B bxor (rand:uniform(255))), Post/binary>>, N - 1).
 
-check_damaged({ok, Evs}, _, All, _) ->
-    %% Cut at a chunk's end (which reads as a file still being written),
-    %% or damage nothing reads: a prefix of the events.
-    Ns = numbers(Evs),
-    ?assertEqual(lists:sublist(All, length(Ns)), Ns),
-    intact;
 check_damaged({error, {corrupt, Bad, Off}, Evs}, {_, Reason, SkipAcc}, All, Bad)
   when is_integer(Off) ->
     Ns = numbers(Evs),
@@ -753,3 +752,69 @@ fill_then_room(Path) ->
     trace:session_destroy(S),
     ok = tracekit_file:close(F),
     tracekit_file:stats(F).
+
+%% A file is complete when its last chunk is its end chunk (FORMAT.md).
+%% Without it (a killed writer; here the end chunk cut off by hand) the
+%% file read as complete; now every event is given and the result says
+%% where the file ends. A chunk after the end chunk is damage. Every file
+%% of a wrap set ends with its end chunk (rotation ends the file it
+%% leaves), so that a set reads as complete.
+cut_files_say_so(Config) ->
+    Path = path(Config, "whole.tkt"),
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    S = traced_sends({tracekit_file, F}, 300),
+    trace:session_destroy(S),
+    ok = tracekit_file:close(F),
+    {ok, All} = tracekit_file:read(Path),
+    ?assertEqual(301, length(All)),
+    {ok, Bin} = file:read_file(Path),
+    EndAt = byte_size(Bin) - end_chunk_size(Bin),
+    Cut = path(Config, "no_end.tkt"),
+    ok = file:write_file(Cut, binary:part(Bin, 0, EndAt)),
+    ?assertEqual({error, {corrupt, Cut, EndAt}, All}, tracekit_file:read(Cut)),
+    ?assertEqual({error, {skipped, [{Cut, EndAt, eof}]}, lists:reverse(All)},
+                 tracekit_file:fold(fun(E, A) -> [E | A] end, [], Cut, #{damaged => skip})),
+    {error, {corrupt, Cut, EndAt}, 301} = tracekit_file:format(Cut, #{io => ct_io()}),
+    %% A chunk after the end chunk.
+    After = path(Config, "after_end.tkt"),
+    ok = file:write_file(After, [Bin, binary:part(Bin, 8, EndAt - 8)]),
+    ?assertMatch({error, {corrupt, After, Size}, All} when Size =:= byte_size(Bin),
+                 tracekit_file:read(After)),
+    %% Several files: the merge stops where the cut file ends (as at any
+    %% damage), and skipping reads them all.
+    {error, {corrupt, Cut, EndAt}, _} = tracekit_file:read([Path, Cut]),
+    {error, {skipped, [{Cut, EndAt, eof}]}, Both} =
+        tracekit_file:fold(fun(E, A) -> [E | A] end, [], [Path, Cut], #{damaged => skip}),
+    ?assertEqual(602, length(Both)),
+    %% A wrap set: each of its files ends with an end chunk.
+    Base = path(Config, "ended_set"),
+    {ok, W} = tracekit_file:new(#{path => Base, wrap => {8192, 3}}),
+    S2 = traced_sends({tracekit_file, W}, 3000),
+    trace:session_destroy(S2),
+    ok = tracekit_file:close(W),
+    #{files := Files, written := Written} = tracekit_file:stats(W),
+    ?assert(Files > 3),
+    Set = lists:sort(filelib:wildcard(Base ++ ".*")),
+    [?assertEqual(5, lists:last(chunk_types(P))) || P <- Set],
+    {ok, SetEvs} = tracekit_file:read(Base),
+    ?assertEqual(Written, length(SetEvs)).
+
+%% The bytes of a file's last chunk (its end chunk).
+end_chunk_size(Bin) ->
+    lists:last(chunk_sizes(Bin, 8)).
+
+chunk_sizes(Bin, At) when At < byte_size(Bin) ->
+    <<_:At/binary, 16#4B434B54:32/little, _Type, _, _:16, L:32/little, _/binary>> = Bin,
+    [16 + L | chunk_sizes(Bin, At + 16 + L)];
+chunk_sizes(_, _) ->
+    [].
+
+chunk_types(Path) ->
+    {ok, <<"TKTRACE1", Rest/binary>>} = file:read_file(Path),
+    chunk_types(Rest, []).
+
+chunk_types(<<>>, Acc) ->
+    lists:reverse(Acc);
+chunk_types(<<16#4B434B54:32/little, Type, _, _:16, L:32/little, _:32, _:L/binary,
+              Rest/binary>>, Acc) ->
+    chunk_types(Rest, [Type | Acc]).

@@ -24,11 +24,14 @@ void args_usage(FILE *to)
           "  --depth N         text, html: how deep terms are printed (default 20)\n"
           "  --line-length N   text, html: the longest line (default 240)\n"
           "  --local-node N    text, html: whose pids print as <0.N.S> (default: the first file's node)\n"
+          "  --damaged stop|skip  at a damaged or cut file: stop there (default), or read\n"
+          "                    over the damage, as tracekit_file:fold/4 with #{damaged => skip}\n"
           "  --help\n"
           "Filters of one kind may be given more than once (any of them); kinds combine.\n"
           "Exit status: 0 done, 1 a damaged or cut file (the events before the damage are\n"
-          "written), 2 bad arguments, 3 a file missing or unreadable, 4 not a trace file,\n"
-          "5 the output could not be written.\n",
+          "written; with --damaged skip, every event that could be read), 2 bad arguments,\n"
+          "3 a file missing or unreadable, 4 not a trace file, 5 the output could not be\n"
+          "written.\n",
           to);
 }
 
@@ -167,7 +170,8 @@ bool args_parse(int argc, char **argv, cat_args *a)
         const char *v = eq ? eq + 1 : NULL;
         static const char *const takes[] = {"--format", "--output", "-o", "--pid",
                                             "--tag", "--since", "--until", "--node",
-                                            "--depth", "--line-length", "--local-node"};
+                                            "--depth", "--line-length", "--local-node",
+                                            "--damaged"};
         bool known = false;
         for (size_t k = 0; k < sizeof takes / sizeof *takes; k++)
             known |= strcmp(name, takes[k]) == 0;
@@ -210,6 +214,10 @@ bool args_parse(int argc, char **argv, cat_args *a)
                 return bad("--line-length: not a positive integer: %s", v);
         } else if (strcmp(name, "--local-node") == 0) {
             a->local_node = v;
+        } else if (strcmp(name, "--damaged") == 0) {
+            if (strcmp(v, "stop") != 0 && strcmp(v, "skip") != 0)
+                return bad("--damaged: stop or skip, not %s", v);
+            a->damaged_skip = strcmp(v, "skip") == 0;
         }
     }
     if (a->nsources == 0)

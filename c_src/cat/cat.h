@@ -174,7 +174,22 @@ typedef struct reader {
     size_t nevs, evs_cap, next;
     uint64_t lost;          /* events the writer refused (lost chunks) */
     uint64_t lost_reported; /* of them, already handed to the output */
+    bool ended;             /* the end chunk was read (FORMAT.md) */
+    struct cat_skips *skips; /* --damaged skip: where regions go; NULL: stop */
 } reader;
+
+/* --damaged skip: the regions read over, in the order they were found,
+ * as tracekit_file:fold/4 lists them ({File, From, To | eof}). */
+typedef struct {
+    const char *file;
+    uint64_t from, to;
+    bool to_end; /* to the end of the file */
+} cat_skip;
+
+typedef struct cat_skips {
+    cat_skip *v;
+    size_t n, cap;
+} cat_skips;
 
 typedef struct {
     const char *file;
@@ -191,10 +206,15 @@ bool source_files(const char *src, char ***files, size_t *n, size_t *cap,
                   cat_failure *f);
 
 /* Opens the files and reads their headers (machines share a reference
- * anchor, as tracekit_file_reader does). false with f set. */
-bool readers_open(reader *rs, size_t n, char **files, cat_failure *f);
+ * anchor, as tracekit_file_reader does). false with f set. With skips
+ * (--damaged skip), a file without a good header is read on from its next
+ * good chunk, and the region goes to skips. */
+bool readers_open(reader *rs, size_t n, char **files, cat_skips *skips,
+                  cat_failure *f);
 /* Makes sure the reader has an event in hand, reading chunks: 1 when it
- * has, 0 when the file is done, -1 on a damaged chunk (f set). */
+ * has, 0 when the file is done, -1 on a damaged chunk or a file cut short
+ * (without its end chunk) (f set). With skips, damage is read over and
+ * noted there instead. */
 int reader_fill(reader *r, cat_failure *f);
 void reader_close(reader *r);
 

@@ -133,6 +133,21 @@ static int fail_with(const cat_failure *f)
     return f->status;
 }
 
+/* --damaged skip: what was read over, one line each; a damaged status. */
+static int report_skips(const cat_skips *skips)
+{
+    for (size_t k = 0; k < skips->n; k++) {
+        const cat_skip *r = &skips->v[k];
+        if (r->to_end)
+            cat_error("%s: skipped from byte %llu to the end", r->file,
+                      (unsigned long long)r->from);
+        else
+            cat_error("%s: skipped bytes %llu to %llu", r->file, (unsigned long long)r->from,
+                      (unsigned long long)r->to);
+    }
+    return CAT_DAMAGED;
+}
+
 /* The output file (or standard output): its descriptor, or -1. */
 static int open_output(const cat_args *a)
 {
@@ -188,7 +203,8 @@ int main(int argc, char **argv)
         if (!source_files(a.sources[k], &files, &nfiles, &cap, &f))
             return s ? fail_export(s, fd, &f) : fail_with(&f);
     reader *rs = xmalloc(nfiles * sizeof *rs);
-    if (!readers_open(rs, nfiles, files, &f))
+    cat_skips skips = {0};
+    if (!readers_open(rs, nfiles, files, a.damaged_skip ? &skips : NULL, &f))
         return s ? fail_export(s, fd, &f) : fail_with(&f);
 
     if (to.local_node == NULL)
@@ -260,5 +276,7 @@ int main(int argc, char **argv)
     }
     for (size_t k = 0; k < nfiles; k++)
         reader_close(&rs[k]);
+    if (skips.n > 0 && status == CAT_OK)
+        status = report_skips(&skips);
     return status;
 }

@@ -184,13 +184,35 @@ static bool header(reader *r, machine **ms, size_t *nm, size_t *mcap,
     return true;
 }
 
-bool readers_open(reader *rs, size_t n, char **files, cat_failure *f)
+/* --damaged skip: a region read over. */
+static void note_skip(reader *r, uint64_t from, uint64_t to, bool to_end)
+{
+    cat_skips *s = r->skips;
+    GROW(s->v, s->cap, s->n + 1);
+    s->v[s->n++] = (cat_skip){r->path, from, to, to_end};
+}
+
+/* After damage at `at` (nothing consumed there, or a chunk read that
+ * makes no sense): on at the next good chunk, or done with the file. */
+static void skip_to_next(reader *r, uint64_t at)
+{
+    if (tk_tread_resync(&r->r)) {
+        note_skip(r, at, r->r.off, false);
+    } else {
+        note_skip(r, at, 0, true);
+        reader_close(r);
+    }
+}
+
+bool readers_open(reader *rs, size_t n, char **files, cat_skips *skips,
+                  cat_failure *f)
 {
     for (size_t k = 0; k < n; k++) {
         reader *r = &rs[k];
         memset(r, 0, sizeof *r);
         r->path = files[k];
         r->index = (unsigned)k;
+        r->skips = skips;
         int rc = tk_tread_open(&r->r, files[k]);
         if (rc == -1) {
             int e = errno;
@@ -215,8 +237,27 @@ bool readers_open(reader *rs, size_t n, char **files, cat_failure *f)
     machine *ms = NULL;
     size_t nm = 0, mcap = 0;
     bool ok = true;
-    for (size_t k = 0; k < n && ok; k++)
-        ok = header(&rs[k], &ms, &nm, &mcap, f);
+    for (size_t k = 0; k < n && ok; k++) {
+        reader *r = &rs[k];
+        uint64_t first = r->r.off;
+        ok = header(r, &ms, &nm, &mcap, f);
+        if (!ok && skips != NULL) {
+            /* Its events on a scale of their own, from its next good
+             * chunk on (as tracekit_file_reader reads them): the one after
+             * a first chunk that checked out, or after damage the next
+             * that checks out. */
+            r->ref = (tk_anchor){0, 0};
+            r->hz = 1000000000;
+            if (r->r.off != first)
+                note_skip(r, f->offset, r->r.off, false);
+            else if (r->r.off >= r->r.size) {
+                note_skip(r, f->offset, 0, true);
+                reader_close(r);
+            } else
+                skip_to_next(r, f->offset);
+            ok = true;
+        }
+    }
     for (size_t k = 0; k < nm; k++)
         free(ms[k].key);
     free(ms);
@@ -235,12 +276,13 @@ static bool dict_chunk(reader *r, const unsigned char *p, size_t len)
     if (tk_dict_begin(&it, p, len) != 0 || it.first != r->ndict)
         return false;
     tree t = {.home = r->node};
+    size_t ndict = r->ndict, dict_len = r->dict_len;
     while ((rc = tk_dict_next(&it, &e, &n)) == 1) {
         size_t at = 1;
         t.len = 0;
         if (n < 2 || e[0] != 131 || etf_parse(&t, e, n, &at) < 0 || at != n) {
-            free(t.v);
-            return false;
+            rc = -1;
+            break;
         }
         GROW(r->dict, r->dict_cap, r->dict_len + n - 1);
         memcpy(r->dict + r->dict_len, e + 1, n - 1);
@@ -249,6 +291,10 @@ static bool dict_chunk(reader *r, const unsigned char *p, size_t len)
         r->dict_off[++r->ndict] = r->dict_len;
     }
     free(t.v);
+    if (rc != 0) { /* all or none, as the Erlang reader's dictionary */
+        r->ndict = ndict;
+        r->dict_len = dict_len;
+    }
     return rc == 0;
 }
 
@@ -300,15 +346,32 @@ int reader_fill(reader *r, cat_failure *f)
         size_t len;
         uint64_t at = r->r.off, count, stamp;
         int rc = tk_tread_next(&r->r, &type, &p, &len);
+        if (rc == TK_TREAD_EOF && !r->ended) {
+            /* No end chunk (FORMAT.md): the writer was killed, its disk
+             * was full when it closed, or it is still writing. */
+            if (r->skips != NULL) {
+                note_skip(r, at, 0, true);
+                reader_close(r);
+                return 0;
+            }
+            fail(f, r->path, at, CAT_DAMAGED, "cut short (no end chunk)");
+            return -1;
+        }
         if (rc == TK_TREAD_EOF) {
             reader_close(r);
             return 0;
         }
         if (rc == TK_TREAD_CORRUPT) {
+            if (r->skips != NULL) {
+                skip_to_next(r, at);
+                continue;
+            }
             fail(f, r->path, at, CAT_DAMAGED, cut_short(r, at) ? "cut short" : "a damaged chunk");
             return -1;
         }
         bool ok;
+        if (r->ended) /* the end chunk is a file's last */
+            type = TK_CHUNK_HEADER;
         switch (type) {
         case TK_CHUNK_DICT:
             ok = dict_chunk(r, p, len);
@@ -325,7 +388,7 @@ int reader_fill(reader *r, cat_failure *f)
                 r->lost += count;
             break;
         case TK_CHUNK_END:
-            ok = true;
+            ok = r->ended = true;
             break;
         default:
             /* a chunk type of a later version is stepped over; a header
@@ -333,7 +396,10 @@ int reader_fill(reader *r, cat_failure *f)
             ok = type > TK_CHUNK_END;
             break;
         }
-        if (!ok) {
+        if (!ok && r->skips != NULL) {
+            /* It checked out but makes no sense: stepped over. */
+            note_skip(r, at, at + TK_CHUNK_HEAD + len, false);
+        } else if (!ok) {
             fail(f, r->path, at, CAT_DAMAGED, "a chunk that makes no sense");
             return -1;
         }

@@ -3,7 +3,8 @@
  * of a source, reads their headers and merges their events):
  *
  *   reader_open(Path) -> {ok, Reader} | {error, Posix | not_a_trace}
- *   reader_next(Reader) -> {Type, Payload, Offset} | eof | {corrupt, Offset}
+ *   reader_next(Reader) -> {Type, Payload, Offset} | {eof, Offset}
+ *                          | {corrupt, Offset}
  *   reader_resync(Reader) -> {ok, Offset} | eof
  *   reader_close(Reader) -> ok
  *   reader_dict(Reader, Payload) -> ok | {error, bad_chunk | closed}
@@ -135,7 +136,7 @@ ERL_NIF_TERM file_reader_next_nif(ErlNifEnv *env, int argc,
         ret = enif_make_tuple3(env, enif_make_uint(env, type), bin,
                                enif_make_uint64(env, at));
     } else if (rc == TK_TREAD_EOF) {
-        ret = lib->am_eof;
+        ret = enif_make_tuple2(env, lib->am_eof, enif_make_uint64(env, at));
     } else {
         ret = enif_make_tuple2(env, lib->am_corrupt, enif_make_uint64(env, rd->r.off));
     }

@@ -56,23 +56,33 @@ static void note_error(file_core *f)
 
 static int write_header(file_core *f);
 
-/* Writes a chunk; 0 when written. Counts what the file layer counted. A
- * file's first chunk is its header: one that could not be written when
- * the file was made is written first. */
-static int chunk(file_core *f, unsigned type, const void *p, size_t len)
+/* Writes a chunk, leaving `reserve` bytes of max_bytes unused; 0 when
+ * written. Counts what the file layer counted. A file's first chunk is
+ * its header: one that could not be written when the file was made is
+ * written first. */
+static int put_chunk(file_core *f, unsigned type, const void *p, size_t len,
+                     uint64_t reserve)
 {
     file_writer *w = &f->w;
     if (type != TK_CHUNK_HEADER && w->need_header && write_header(f) != 0)
         return -1;
     if (w->max_total != 0)
-        w->tf.max_bytes = w->max_total -
-                          (type == TK_CHUNK_END    ? 0
-                           : type == TK_CHUNK_LOST ? END_ROOM
-                                                   : END_ROOM + LOST_ROOM);
+        w->tf.max_bytes = w->max_total - reserve;
     int rc = tk_tfile_chunk(&w->tf, type, p, len);
     note_error(f);
     return rc;
 }
+
+/* The chunks that end the last file use the room kept for them. */
+static int chunk(file_core *f, unsigned type, const void *p, size_t len)
+{
+    return put_chunk(f, type, p, len,
+                     type == TK_CHUNK_END    ? 0
+                     : type == TK_CHUNK_LOST ? END_ROOM
+                                             : END_ROOM + LOST_ROOM);
+}
+
+static void write_end(file_core *f, bool last);
 
 /* The machine's boot id: stamps of files with the same one (and the same
  * clock) are on one scale. */
@@ -256,6 +266,10 @@ static void maybe_rotate(file_core *f)
     uint64_t *reused = &w->file_events[(w->tf.seq + 1) % w->tf.count];
     atomic_fetch_add(&f->overwritten, *reused);
     *reused = 0;
+    /* Every file a writer closes ends with its end chunk (FORMAT.md): a
+     * file of a set without one was cut short too. */
+    if (w->tf.fd >= 0)
+        write_end(f, false);
     int rc = tk_tfile_rotate(&w->tf);
     note_error(f);
     new_dictionary(w);
@@ -332,8 +346,9 @@ static size_t take_records(file_core *f)
     return n;
 }
 
-/* The end chunk: the final counters. */
-static void write_end(file_core *f)
+/* The end chunk: the counters when the file ends (the final ones in the
+ * last file, which may use the room kept for it). */
+static void write_end(file_core *f, bool last)
 {
     ErlNifEnv *env = f->w.tmp;
     tk_recorder_stats s;
@@ -354,7 +369,8 @@ static void write_end(file_core *f)
     ErlNifBinary bin;
     if (enif_make_map_from_arrays(env, keys, vals, sizeof keys / sizeof keys[0], &map) &&
         enif_term_to_binary(env, map, &bin)) {
-        (void)chunk(f, TK_CHUNK_END, bin.data, bin.size);
+        (void)put_chunk(f, TK_CHUNK_END, bin.data, bin.size,
+                        last ? 0 : END_ROOM + LOST_ROOM);
         enif_release_binary(&bin);
     }
     enif_clear_env(env);
@@ -404,7 +420,7 @@ static void *writer_main(void *arg)
             nanosleep(&ts, NULL);
         }
     }
-    write_end(f);
+    write_end(f, true);
     tk_tfile_close(&w->tf);
     enif_mutex_lock(f->lock);
     f->thread_exited = true;
