@@ -166,7 +166,7 @@ build/bench/bench_hot: c_src/bench/bench_hot.c $(LIB_SRC) $(LIB_HDR)
 # uses when it is there.
 CAT_SRC    := $(sort $(wildcard c_src/cat/*.c))
 CAT_HDR    := $(wildcard c_src/cat/*.h)
-CAT_LIB    := $(addprefix c_src/lib/,tk_tfile.c tk_term.c tk_crc32c.c tk_mem.c tk_tags.c)
+CAT_LIB    := $(addprefix c_src/lib/,tk_tfile.c tk_term.c tk_ext.c tk_crc32c.c tk_mem.c tk_tags.c)
 # (The text follows the io_lib_pretty of the OTP it is built against.)
 CAT_CFLAGS := $(CSTD) $(WARN) -DTK_OTP_RELEASE=$(OTP_REL) -I$(EI_INCLUDE) -Ic_src/lib -Ic_src/cat
 CAT_BIN    := priv/bin/tracekit-cat

@@ -277,7 +277,7 @@ several_files_merge(Config) ->
 accounting_under_load(Config) ->
     accounting_under_load(path(Config, "load.tkt"), #{}),
     %% A wrap set: what wrapping overwrote is counted apart.
-    accounting_under_load(path(Config, "load_set"), #{wrap => {65536, 3}}).
+    accounting_under_load(path(Config, "load_set"), #{wrap => {4096, 3}}).
 
 accounting_under_load(Path, Opts) ->
     {ok, C} = tracekit_count:new(),

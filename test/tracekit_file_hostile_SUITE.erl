@@ -10,12 +10,14 @@
 -export([all/0, init_per_testcase/2, end_per_testcase/2]).
 -export([fifo_paths/1, crafted_records/1, crafted_headers/1,
          max_bytes_ends_the_file/1, source_names/1, freed_while_writing/1,
-         new_and_drop_cycles/1, symlink_attack/1]).
--export([read_crafted/1, drop_while_writing/2, fill_and_forget/1]).
+         new_and_drop_cycles/1, symlink_attack/1, expanding_references/1,
+         deep_terms_one_rule/1]).
+-export([read_crafted/1, drop_while_writing/2, fill_and_forget/1, count_on_peer/1]).
 
 all() ->
     [fifo_paths, crafted_records, crafted_headers, max_bytes_ends_the_file,
-     source_names, freed_while_writing, new_and_drop_cycles, symlink_attack].
+     source_names, freed_while_writing, new_and_drop_cycles, symlink_attack,
+     expanding_references, deep_terms_one_rule].
 
 init_per_testcase(_, Config) ->
     Config.
@@ -397,3 +399,130 @@ symlink_attack(Config) ->
     {ok, VInfo} = file:read_file_info(Victim),
     ?assertEqual(8#600, element(8, VInfo) band 8#7777),
     os:cmd("rm -rf " ++ Dir).
+
+%% ---- what references stand for ------------------------------------------------
+
+%% tracekit-cat, {Status, Stdout, Stderr}, with at most Kib KiB of address
+%% space (the plain build: its memory is what it asks for).
+cat(Config, Args, Kib) ->
+    Cat = filename:join(code:priv_dir(tracekit), "bin/tracekit-cat"),
+    Dir = ?config(priv_dir, Config),
+    Out = filename:join(Dir, "cat.out"),
+    Err = filename:join(Dir, "cat.err"),
+    Cmd = "ulimit -v " ++ integer_to_list(Kib) ++ "; " ++ Cat ++ " " ++ lists:join(" ", Args)
+        ++ " >" ++ Out ++ " 2>" ++ Err ++ "; echo $?",
+    Status = list_to_integer(string:trim(os:cmd(lists:flatten(Cmd)))),
+    {ok, O} = file:read_file(Out),
+    {ok, E} = file:read_file(Err),
+    {Status, O, E}.
+
+%% A dictionary chunk of the given entries (numbered from 0).
+dict_chunk(Entries) ->
+    chunk(2, <<0:32/little, (length(Entries)):32/little,
+               (<< <<(byte_size(E)):32/little, E/binary>> || E <- Entries >>)/binary>>).
+
+%% N records {trace, Entry0, send, Entry0}: two references each (5 bytes
+%% each: DICT and the entry's number).
+referring_records(N) ->
+    Rec = <<0, 0, 14, 0:32/little, 14, 0:32/little>>,
+    lists:duplicate(N, Rec).
+
+%% A file of 0.85 MB: one dictionary entry a string of 65,535 characters,
+%% 33,000 records each referring to it. tracekit-cat decoded the chunk
+%% into one buffer whose int index wrapped past 2 GiB (a segmentation
+%% fault; 2 GB and 10 s for 32,000 records), and fold/3 copied the entry
+%% whole for each reference until the VM could not allocate its heap. A
+%% dictionary entry is an atom, a pid, a port or [] (what the writer
+%% makes): both readers refuse this one, with the file and its offset.
+%% With entries of the most a legal entry takes (an atom of 255
+%% four-byte characters), the references of an events chunk stand for at
+%% most 16 MiB: under it both readers read the file, the same events, in
+%% bounded memory; over it both refuse the chunk. The exports read the
+%% same way.
+expanding_references(Config) ->
+    Dir = ?config(priv_dir, Config),
+    H = chunk(1, term_to_binary(real_header(Dir))),
+    Str = term_to_binary(lists:duplicate(65535, $a)),
+    Attack = write(filename:join(Dir, "expand.tkt"),
+                   [H, dict_chunk([Str]), events_chunk(referring_records(33000))]),
+    ct:log("~s: ~p bytes", [Attack, filelib:file_size(Attack)]),
+    DictAt = 8 + byte_size(H),
+    Peer = peer([]),
+    try
+        ?assertEqual({error, {corrupt, Attack, DictAt}, 0},
+                     peer:call(Peer, ?MODULE, count_on_peer, [Attack], 60000)),
+        ?assertEqual({error, {corrupt, Attack, DictAt}}, 
+                     peer:call(Peer, tracekit_export, jsonl, [Attack, filename:join(Dir, "x.jsonl")],
+                               60000))
+    after
+        peer:stop(Peer)
+    end,
+    {1, <<>>, E1} = cat(Config, [Attack], 200000),
+    ?assertMatch({match, _}, re:run(E1, "expand.tkt: a chunk that makes no sense at byte "
+                                    ++ integer_to_list(DictAt))),
+    %% The longest legal entry, referred to by 2 x 8,000 records (16 MB)
+    %% and by 2 x 9,000 (18 MB: over the bound).
+    Long = term_to_binary(binary_to_atom(binary:copy(<<"😀"/utf8>>, 255))),
+    ?assertEqual(1 + 1 + 2 + 1020, byte_size(Long)),
+    [Under, Over] =
+        [write(filename:join(Dir, Name), [H, dict_chunk([Long]), events_chunk(referring_records(N))])
+         || {Name, N} <- [{"under.tkt", 8000}, {"over.tkt", 9000}]],
+    Mem0 = erlang:memory(total),
+    {ok, Evs} = tracekit_file:read(Under),
+    ?assertEqual(8000, length(Evs)),
+    ?assert(erlang:memory(total) - Mem0 < 64 bsl 20),
+    {0, Text, <<>>} = cat(Config, [Under], 200000),
+    ?assertEqual(8000, length(binary:matches(Text, <<"\n">>))),
+    EventsAt = DictAt + byte_size(dict_chunk([Long])),
+    ?assertEqual({error, {corrupt, Over, EventsAt}, []}, tracekit_file:read(Over)),
+    {1, <<>>, E2} = cat(Config, [Over], 200000),
+    ?assertMatch({match, _}, re:run(E2, "stand for more than 16 MiB at byte "
+                                    ++ integer_to_list(EventsAt))),
+    {1, _, _} = cat(Config, ["--damaged", "skip", Over], 200000).
+
+count_on_peer(Path) ->
+    tracekit_file:fold(fun(_, N) -> N + 1 end, 0, Path).
+
+%% One rule for both readers on nesting: a dictionary entry nested
+%% 100,000 deep was read by read/1 and refused by tracekit-cat; an
+%% external term in a record nested deeper than a record may nest (200)
+%% is refused by both; a fun whose environment nests deeper is written
+%% as '...', which both read.
+deep_terms_one_rule(Config) ->
+    Dir = ?config(priv_dir, Config),
+    H = chunk(1, term_to_binary(real_header(Dir))),
+    Deep = fun(D) -> lists:foldl(fun(_, A) -> {A} end, x, lists:seq(1, D)) end,
+    Entry = write(filename:join(Dir, "deep_entry.tkt"),
+                  [H, dict_chunk([term_to_binary(Deep(100000))]),
+                   events_chunk(referring_records(1))]),
+    ?assertEqual({error, {corrupt, Entry, 8 + byte_size(H)}, []}, tracekit_file:read(Entry)),
+    {1, <<>>, _} = cat(Config, [Entry], 200000),
+    [begin
+         Ext = term_to_binary(Deep(D)),
+         Rec = <<0, 0, 12, 10, (byte_size(Ext)):32/little, Ext/binary>>,
+         File = write(filename:join(Dir, "deep_ext" ++ integer_to_list(D) ++ ".tkt"),
+                      [H, events_chunk([Rec])]),
+         case D =< 200 of
+             true ->
+                 {ok, [{trace, '...', _, Got}]} = tracekit_file:read(File),
+                 ?assertEqual(Deep(D), Got),
+                 {0, _, <<>>} = cat(Config, [File], 200000);
+             false ->
+                 ?assertEqual({error, {corrupt, File, 8 + byte_size(H)}, []},
+                              tracekit_file:read(File)),
+                 {1, <<>>, _} = cat(Config, [File], 200000)
+         end
+     end || D <- [200, 201, 2500, 100000]],
+    %% Through the writer: a fun whose environment nests 300 deep.
+    Path = filename:join(Dir, "deep_fun.tkt"),
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    Env = Deep(300),
+    Fun = fun() -> Env end,
+    Shallow = Deep(150),
+    Near = fun() -> Shallow end,
+    ok = tracekit_file:trace(send, F, self(), {Fun, Near}, #{extra => self()}),
+    ok = tracekit_file:close(F),
+    Me = self(),
+    {ok, [{trace, Me, send, {'...', Near}, Me}]} = tracekit_file:read(Path),
+    {0, Line, <<>>} = cat(Config, [Path], 200000),
+    ?assertMatch({match, _}, re:run(Line, "'\\.\\.\\.'")).

@@ -167,6 +167,8 @@ typedef struct reader {
     size_t dict_len, dict_cap;
     size_t *dict_off; /* ndict + 1 offsets */
     size_t ndict, dict_off_cap;
+    uint32_t *dict_lens; /* each entry's length in the file (version byte too) */
+    size_t dict_lens_cap;
     /* the events of the chunk in hand, decoded: their bytes one after
      * the other in x (an ei_x_buff), and where each is */
     struct ei_x_buff_TAG *x;

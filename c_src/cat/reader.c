@@ -14,6 +14,7 @@
 #include <ei.h>
 
 #include "cat.h"
+#include "tk_ext.h"
 
 static void fail(cat_failure *f, const char *file, uint64_t off, int status,
                  const char *why)
@@ -280,10 +281,14 @@ static bool dict_chunk(reader *r, const unsigned char *p, size_t len)
     while ((rc = tk_dict_next(&it, &e, &n)) == 1) {
         size_t at = 1;
         t.len = 0;
-        if (n < 2 || e[0] != 131 || etf_parse(&t, e, n, &at) < 0 || at != n) {
+        /* Of a kind the writer makes (tk_ext.h), as the Erlang reader
+         * takes them, then parsed for printing. */
+        if (!tk_ext_entry_ok(tk_ext_check(e, n)) || etf_parse(&t, e, n, &at) < 0 || at != n) {
             rc = -1;
             break;
         }
+        GROW(r->dict_lens, r->dict_lens_cap, r->ndict + 1);
+        r->dict_lens[r->ndict] = (uint32_t)n;
         GROW(r->dict, r->dict_cap, r->dict_len + n - 1);
         memcpy(r->dict + r->dict_len, e + 1, n - 1);
         r->dict_len += n - 1;
@@ -299,27 +304,38 @@ static bool dict_chunk(reader *r, const unsigned char *p, size_t len)
 }
 
 /* An events chunk, decoded whole: a record that does not decode makes
- * the chunk bad (as tracekit_file:reader_events/3 counts it). */
-static bool events_chunk(reader *r, const unsigned char *p, size_t len)
+ * the chunk bad (as tracekit_file:reader_events/3 counts it). NULL, or
+ * why it is bad. Its decoded bytes are at most 5 times the chunk's, plus
+ * what its references stand for: within TK_TFILE_EXPAND_MAX, or refused
+ * before anything of it is decoded (FORMAT.md). */
+static const char *events_chunk(reader *r, const unsigned char *p, size_t len)
 {
+    static const char bad[] = "a chunk that makes no sense";
     tk_events_iter it;
-    uint64_t stamp;
+    uint64_t stamp, refs, expand = 0;
     const unsigned char *rec;
     size_t n;
     int rc;
     r->x->index = 0;
     r->nevs = r->next = 0;
     if (tk_events_begin(&it, p, len) != 0)
-        return false;
+        return bad;
+    while ((rc = tk_events_next(&it, &stamp, &rec, &n)) == 1)
+        if (!tk_event_file_check(rec, n, r->dict_lens, r->ndict, &refs))
+            return bad;
+        else if ((expand += refs) > TK_TFILE_EXPAND_MAX)
+            return "a chunk whose dictionary references stand for more than 16 MiB";
+    if (rc != 0 || tk_events_begin(&it, p, len) != 0)
+        return bad;
     while ((rc = tk_events_next(&it, &stamp, &rec, &n)) == 1) {
         size_t off = (size_t)r->x->index;
         if (decode_event(r, rec, n, r->x) != 0)
-            return false;
+            return bad;
         GROW(r->evs, r->evs_cap, r->nevs + 1);
         r->evs[r->nevs++] = (cat_event){tk_stamp_time(r->ref, r->hz, stamp), off,
                                         (size_t)r->x->index - off};
     }
-    return rc == 0;
+    return rc == 0 ? NULL : bad;
 }
 
 /* Whether the chunk at `at` is whole but for the end of the file: what a
@@ -370,6 +386,7 @@ int reader_fill(reader *r, cat_failure *f)
             return -1;
         }
         bool ok;
+        const char *why = "a chunk that makes no sense";
         if (r->ended) /* the end chunk is a file's last */
             type = TK_CHUNK_HEADER;
         switch (type) {
@@ -378,7 +395,7 @@ int reader_fill(reader *r, cat_failure *f)
             break;
         case TK_CHUNK_EVENTS:
             r->nevs = r->next = 0;
-            ok = events_chunk(r, p, len);
+            ok = (why = events_chunk(r, p, len)) == NULL;
             if (!ok)
                 r->nevs = r->next = 0;
             break;
@@ -400,7 +417,7 @@ int reader_fill(reader *r, cat_failure *f)
             /* It checked out but makes no sense: stepped over. */
             note_skip(r, at, at + TK_CHUNK_HEAD + len, false);
         } else if (!ok) {
-            fail(f, r->path, at, CAT_DAMAGED, "a chunk that makes no sense");
+            fail(f, r->path, at, CAT_DAMAGED, why);
             return -1;
         }
     }

@@ -23,6 +23,11 @@
 #define TK_TFILE_SYNC 0x4B434B54u /* "TKCK" */
 #define TK_CHUNK_HEAD 16u         /* sync, type, flags, reserved, length, crc */
 #define TK_CHUNK_MAX (1u << 30)   /* the largest payload a reader accepts */
+/* The most an events chunk's dictionary references may stand for: the
+ * sum, over its records, of the bytes of the entry each reference names
+ * (tk_event_file_check). Readers refuse a chunk over it; the writer ends a
+ * chunk before it, and leaves out (counted) a record over it alone. */
+#define TK_TFILE_EXPAND_MAX (16u << 20)
 
 enum {
     TK_CHUNK_HEADER = 1,

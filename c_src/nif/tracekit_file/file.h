@@ -61,6 +61,11 @@ typedef struct {
     uint32_t dict_first;    /* the number of dict's first entry */
     uint32_t dict_next;     /* the number of the next new entry */
     tk_u64map words;        /* VM word -> entry number, in this file */
+    uint32_t *lens;         /* entry number -> its bytes, in this file */
+    size_t lens_cap;
+    tk_bytes one;           /* a record in the file's form, before it goes
+                               into `events` */
+    uint64_t expand;        /* what the references of `events` stand for */
     tk_anchor last_anchor;  /* the previous chunk's (or the header's) */
     uint64_t lost_noted;    /* refusals already written in lost chunks */
     uint64_t last_write_ns; /* when the last events chunk was written */

@@ -23,17 +23,20 @@
 #include <string.h>
 
 #include "file.h"
+#include "tk_ext.h"
 #include "tk_posix.h"
 
 /* A trace file open for reading; calls on one reader are serialised. Its
  * dictionary so far: entries 0 .. ndict-1, terms of denv (the reader's
- * own environment, allocated with the first entry). */
+ * own environment, allocated with the first entry), and their lengths in
+ * the file. */
 typedef struct {
     ErlNifMutex *lock;
     tk_tread r;
     bool open;
     ErlNifEnv *denv;
     ERL_NIF_TERM *dict;
+    uint32_t *lens;
     size_t ndict, dcap;
 } reader;
 
@@ -42,8 +45,10 @@ static void dict_free(reader *rd)
     if (rd->denv != NULL)
         enif_free_env(rd->denv);
     enif_free(rd->dict);
+    enif_free(rd->lens);
     rd->denv = NULL;
     rd->dict = NULL;
+    rd->lens = NULL;
     rd->ndict = rd->dcap = 0;
 }
 
@@ -190,17 +195,22 @@ static int dict_reserve(reader *rd)
     if (d == NULL)
         return -1;
     rd->dict = d;
+    uint32_t *l = enif_realloc(rd->lens, cap * sizeof *l);
+    if (l == NULL)
+        return -1;
+    rd->lens = l;
     rd->dcap = cap;
     return 0;
 }
 
-/* A dictionary entry: one term in the external term format, whole. A
- * compressed one is refused: the writer never compresses, and a few bytes
- * of it could declare a term of gigabytes. */
+/* A dictionary entry: one term in the external term format, whole, of a
+ * kind the writer makes (tk_ext.h: an atom, a local pid or port, []; so
+ * that nothing a reference names is bigger than TK_EXT_ENTRY_MAX, and a
+ * compressed term, whose few bytes could declare gigabytes, is refused). */
 static int dict_entry(ErlNifEnv *env, const unsigned char *ext, size_t len,
                       ERL_NIF_TERM *out)
 {
-    return len >= 2 && ext[0] == 131 && ext[1] != 80 &&
+    return tk_ext_entry_ok(tk_ext_check(ext, len)) &&
            enif_binary_to_term(env, ext, len, out, 0) == len;
 }
 
@@ -233,6 +243,7 @@ static ERL_NIF_TERM dict_append(ErlNifEnv *env, const file_lib *lib, reader *rd,
             rd->ndict = n0;
             return enif_raise_exception(env, lib->am_enomem);
         }
+        rd->lens[rd->ndict] = (uint32_t)len;
         rd->dict[rd->ndict++] = t;
     }
     if (rc != 0) {
@@ -283,11 +294,21 @@ ERL_NIF_TERM file_reader_events_nif(ErlNifEnv *env, int argc,
     enif_mutex_lock(rd->lock);
     tk_anchor anchor = {rs, rsys};
     ERL_NIF_TERM list = enif_make_list(env, 0), ev;
-    uint64_t stamp, bad = 0;
+    uint64_t stamp, bad = 0, expand = 0, refs;
     const unsigned char *rec;
     size_t len;
     int rc;
     while ((rc = tk_events_next(&it, &stamp, &rec, &len)) == 1) {
+        /* The readers' one rule (FORMAT.md): the records, and what their
+         * references stand for, within the bounds. */
+        if (!tk_event_file_check(rec, len, rd->lens, rd->ndict, &refs)) {
+            bad++;
+            continue;
+        }
+        if ((expand += refs) > TK_TFILE_EXPAND_MAX) {
+            rc = -1;
+            break;
+        }
         if (!tk_dec_file_event(env, &lib->rec.codec, rec, len, rd->dict, rd->ndict, &ev)) {
             bad++;
             continue;

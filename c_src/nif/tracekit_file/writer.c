@@ -137,15 +137,37 @@ static int write_header(file_core *f)
     return rc;
 }
 
+/* Forgets the entries added since the last dictionary chunk (their
+ * numbers are given again; those of the file are added again when used). */
+static void forget_new_entries(file_writer *w)
+{
+    tk_u64map_clear(&w->words);
+    w->dict_next = w->dict_first;
+    tk_dict_start(&w->dict, w->dict_first);
+}
+
 /* A new file of the set has begun: its dictionary starts empty. */
 static void new_dictionary(file_writer *w)
 {
-    tk_u64map_clear(&w->words);
-    w->dict_first = w->dict_next = 0;
-    tk_dict_start(&w->dict, 0);
+    w->dict_first = 0;
+    forget_new_entries(w);
 }
 
 /* ---- records into chunks --------------------------------------------------------- */
+
+/* Room for the length of entry dict_next. 0, or -1 when out of memory. */
+static int lens_reserve(file_writer *w)
+{
+    if (w->dict_next < w->lens_cap)
+        return 0;
+    size_t cap = w->lens_cap ? 2 * w->lens_cap : 1024;
+    uint32_t *l = tk_mem_realloc(w->lens, w->lens_cap * sizeof *l, cap * sizeof *l);
+    if (l == NULL)
+        return -1;
+    w->lens = l;
+    w->lens_cap = cap;
+    return 0;
+}
 
 /* A VM word in a record: an integer, or the file's dictionary entry for
  * it (added on its first use in this file). */
@@ -166,9 +188,10 @@ static int imm_map(void *ctx, uint64_t word, int *is_int, int64_t *ival,
     if (!enif_term_to_binary(w->env, t, &bin))
         return -1;
     int rc = -1;
-    if (tk_bytes_reserve(&w->dict, 4 + bin.size) == 0 &&
+    if (tk_bytes_reserve(&w->dict, 4 + bin.size) == 0 && lens_reserve(w) == 0 &&
         tk_u64map_put(&w->words, word, w->dict_next) == 0) {
         (void)tk_dict_add(&w->dict, bin.data, bin.size); /* room reserved */
+        w->lens[w->dict_next] = (uint32_t)bin.size;
         *index = w->dict_next++;
         rc = 0;
     }
@@ -219,8 +242,7 @@ static void write_chunks(file_core *f)
     if (rc != 0 && w->dict_next > w->dict_first) {
         /* Entries that did not reach the file are forgotten, so that
          * later records add them again; numbers stay dense. */
-        tk_u64map_clear(&w->words);
-        w->dict_next = w->dict_first;
+        forget_new_entries(w);
     }
     if (rc == 0) {
         tk_anchor a = anchor_now();
@@ -238,6 +260,7 @@ static void write_chunks(file_core *f)
     tk_dict_start(&w->dict, w->dict_first);
     tk_events_start(&w->events);
     w->nevents = 0;
+    w->expand = 0;
     w->last_write_ns = now_ns(CLOCK_MONOTONIC);
 }
 
@@ -281,39 +304,50 @@ static void maybe_rotate(file_core *f)
 
 /* One record into the chunk being built. Under max_bytes, a chunk is
  * written before it could outgrow the room left, so that the file fills
- * up to its limit (a whole chunk refused at the end would be lost). */
+ * up to its limit (a whole chunk refused at the end would be lost). The
+ * references of a chunk's records stand for at most TK_TFILE_EXPAND_MAX
+ * bytes (FORMAT.md): a chunk is written before a record would take it
+ * past, and a record past it alone is left out. */
 static void add_record(file_core *f, uint64_t stamp, const void *rec, size_t len)
 {
     file_writer *w = &f->w;
-    size_t more = TK_EVENTS_REC_HEAD + len;
+    size_t more = TK_EVENTS_REC_HEAD + len, n = 0;
+    uint64_t refs = 0;
     if (w->nevents > 0 &&
         (w->events.len + w->dict.len + more > w->chunk_target ||
          built(w) + more + dict_worst(len) > data_room(f)))
         write_chunks(f);
     if (w->nevents == 0)
         maybe_rotate(f);
-    unsigned char *at = tk_events_add(&w->events, stamp, len);
+    /* In the file's form first (its entries added to this file's
+     * dictionary): what it refers to decides its chunk. */
     tk_xlate x = {imm_map, w};
-    size_t n = at != NULL ? tk_event_to_file(rec, len, at, &x) : 0;
-    if (n == 0) {
-        if (at != NULL) /* leave it out */
-            w->events.len = (size_t)(at - TK_EVENTS_REC_HEAD - w->events.p);
+    if (tk_bytes_reserve(&w->one, len) != 0 ||
+        (n = tk_event_to_file(rec, len, w->one.p, &x)) == 0 ||
+        !tk_event_file_check(w->one.p, n, w->lens, w->dict_next, &refs) ||
+        refs > TK_TFILE_EXPAND_MAX) {
         atomic_fetch_add(&f->refused, 1);
         return;
     }
-    tk_events_shrink(&w->events, at, len, n);
+    /* (No rotation here: its references are numbers of this file.) */
+    if (w->nevents > 0 && w->expand + refs > TK_TFILE_EXPAND_MAX)
+        write_chunks(f);
+    unsigned char *at = tk_events_add(&w->events, stamp, n);
+    if (at == NULL) {
+        atomic_fetch_add(&f->refused, 1);
+        return;
+    }
+    memcpy(at, w->one.p, n);
     if (w->nevents == 0 && built(w) > data_room(f)) {
         /* Alone in its chunk, it does not fit: left out, with the entries
-         * it added (forgetting every entry keeps the numbers dense; those
-         * in the file already are added again when used). */
+         * it added. */
         tk_events_start(&w->events);
-        tk_u64map_clear(&w->words);
-        w->dict_next = w->dict_first;
-        tk_dict_start(&w->dict, w->dict_first);
+        forget_new_entries(w);
         atomic_fetch_add(&f->refused, 1);
         return;
     }
     w->nevents++;
+    w->expand += refs;
 }
 
 /* Takes what the rings hold now into chunks. Returns the records taken. */
@@ -577,6 +611,8 @@ void file_core_free(file_core *f)
     tk_mem_free(w->file_events);
     tk_bytes_free(&w->events);
     tk_bytes_free(&w->dict);
+    tk_bytes_free(&w->one);
+    tk_mem_free(w->lens);
     tk_u64map_free(&w->words);
     if (w->tf.fd >= 0 || w->tf.base != NULL)
         tk_tfile_close(&w->tf);
