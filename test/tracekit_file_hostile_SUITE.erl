@@ -11,13 +11,14 @@
 -export([fifo_paths/1, crafted_records/1, crafted_headers/1,
          max_bytes_ends_the_file/1, source_names/1, freed_while_writing/1,
          new_and_drop_cycles/1, symlink_attack/1, expanding_references/1,
-         deep_terms_one_rule/1]).
--export([read_crafted/1, drop_while_writing/2, fill_and_forget/1, count_on_peer/1]).
+         deep_terms_one_rule/1, upgrade_from_another_directory/1]).
+-export([read_crafted/1, drop_while_writing/2, fill_and_forget/1, count_on_peer/1,
+         upgrade_on_peer/3]).
 
 all() ->
     [fifo_paths, crafted_records, crafted_headers, max_bytes_ends_the_file,
      source_names, freed_while_writing, new_and_drop_cycles, symlink_attack,
-     expanding_references, deep_terms_one_rule].
+     expanding_references, deep_terms_one_rule, upgrade_from_another_directory].
 
 init_per_testcase(_, Config) ->
     Config.
@@ -526,3 +527,112 @@ deep_terms_one_rule(Config) ->
     {ok, [{trace, Me, send, {'...', Near}, Me}]} = tracekit_file:read(Path),
     {0, Line, <<>>} = cat(Config, [Path], 200000),
     ?assertMatch({match, _}, re:run(Line, "'\\.\\.\\.'")).
+
+%% ---- an upgrade from another directory -------------------------------------
+
+%% tracekit_file loaded again from another NIF directory (a release
+%% upgrade with a new priv path), then the old code purged, while files
+%% are written under load on 8 schedulers: the new library took the
+%% resource type over, and the old one was unloaded while its writer
+%% threads still ran in it (the VM died, status 139). Now each writer
+%% holds its library until it has been joined: the old library stays
+%% mapped while its writers run and goes once they are joined; the VM
+%% lives, every event offered is counted (written, or dropped once the
+%% new library refuses the old file's recorder), the file reads back with
+%% exactly `written' events, a file dropped without close/1 is ended and
+%% joined too, and a file opened after the upgrade works.
+upgrade_from_another_directory(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Src = filename:dirname(tracekit_nif:path(tracekit_file)),
+    [A, B] = [filename:join(Dir, N) || N <- ["nifs_a", "nifs_b"]],
+    [begin
+         ok = filelib:ensure_path(D),
+         [{ok, _} = file:copy(So, filename:join(D, filename:basename(So)))
+          || So <- filelib:wildcard(filename:join(Src, "*.so"))]
+     end || D <- [A, B]],
+    Paths = [filename:dirname(code:which(M)) || M <- [tracekit_file, ?MODULE]],
+    {ok, Peer, _} = peer:start_link(#{connection => standard_io,
+                                      env => [{"TRACEKIT_NIF_DIR", A}],
+                                      args => ["+S", "8:8"]
+                                          ++ lists:append([["-pa", P] || P <- Paths])}),
+    try
+        R = peer:call(Peer, ?MODULE, upgrade_on_peer, [Dir, A, B], 120000),
+        ct:log("~p", [R]),
+        #{offered := Offered, stats := Stats, read := Read, mapped := Mapped,
+          dropped_file := DroppedFile, after_upgrade := After} = R,
+        #{written := W, dropped := D, buffered := 0, over := 0, overwritten := 0} = Stats,
+        ?assertEqual(Offered, W + D),
+        ?assert(W > 0),
+        ?assertEqual({ok, W}, Read),
+        %% The old library: mapped while its writers ran, gone after.
+        ?assertEqual({true, false}, Mapped),
+        ?assertMatch({ok, N} when N > 0, DroppedFile),
+        ?assertMatch({ok, N} when N > 0, After),
+        ?assertEqual(4, peer:call(Peer, erlang, '+', [2, 2]))
+    after
+        peer:stop(Peer)
+    end.
+
+%% Whether the library of directory Dir is mapped into this VM.
+mapped(Dir) ->
+    {ok, Maps} = file:read_file("/proc/self/maps"),
+    binary:match(Maps, list_to_binary(filename:join(Dir, "tracekit_file.so"))) =/= nomatch.
+
+upgrade_on_peer(Dir, A, B) ->
+    Path = filename:join(Dir, "upgraded.tkt"),
+    Dropped = filename:join(Dir, "dropped_at_upgrade.tkt"),
+    {module, tracekit_file} = code:ensure_loaded(tracekit_file),
+    true = mapped(A),
+    {ok, F} = tracekit_file:new(#{path => Path, buffer => 65536}),
+    {ok, C} = tracekit_count:new(),
+    Self = self(),
+    %% A file the upgrade finds open and that is then dropped unclosed.
+    Holder = spawn(fun() ->
+                           {ok, G} = tracekit_file:new(#{path => Dropped}),
+                           ok = tracekit_file:trace(send, G, self(), before, #{}),
+                           Self ! {holding, self()},
+                           receive drop -> ok end
+                   end),
+    receive {holding, Holder} -> ok end,
+    S1 = trace:session_create(upgrade_file, {tracekit_file, F}, []),
+    S2 = trace:session_create(upgrade_count, {tracekit_count, C}, []),
+    Ps = [spawn(fun Loop() -> self() ! {x, lists:seq(1, 20)}, receive _ -> ok end, Loop() end)
+          || _ <- lists:seq(1, 16)],
+    [1 = trace:process(S, P, true, [send]) || P <- Ps, S <- [S1, S2]],
+    timer:sleep(300),
+    true = os:putenv("TRACEKIT_NIF_DIR", B),
+    {module, tracekit_file} = code:load_file(tracekit_file),
+    _ = code:purge(tracekit_file), % (true when it killed a process)
+    true = mapped(B),
+    timer:sleep(300),
+    Holder ! drop,
+    timer:sleep(300),
+    MappedWhileRunning = mapped(A),
+    [exit(P, kill) || P <- Ps],
+    timer:sleep(100),
+    [trace:session_destroy(S) || S <- [S1, S2]],
+    ok = tracekit_file:close(F),
+    Stats = tracekit_file:stats(F),
+    #{send := Offered} = tracekit_count:read(C),
+    %% A file made by the new library; its new/1 also joins the dropped
+    %% file's writer, which lets the old library go.
+    After = filename:join(Dir, "after_upgrade.tkt"),
+    {ok, H} = tracekit_file:new(#{path => After}),
+    ok = tracekit_file:trace(send, H, self(), later, #{}),
+    ok = tracekit_file:close(H),
+    Gone = wait_unmapped(A, 100),
+    #{offered => Offered, stats => Stats, mapped => {MappedWhileRunning, not Gone},
+      read => tracekit_file:fold(fun(_, N) -> N + 1 end, 0, Path),
+      dropped_file => tracekit_file:fold(fun(_, N) -> N + 1 end, 0, Dropped),
+      after_upgrade => tracekit_file:fold(fun(_, N) -> N + 1 end, 0, After)}.
+
+%% Whether the library of Dir goes within N tries (it is unloaded
+%% asynchronously, once its last keeper is released).
+wait_unmapped(_, 0) ->
+    false;
+wait_unmapped(Dir, N) ->
+    erlang:garbage_collect(),
+    case mapped(Dir) of
+        false -> true;
+        true -> timer:sleep(50), wait_unmapped(Dir, N - 1)
+    end.

@@ -155,13 +155,16 @@ int tk_recorder_args_get(const tk_recorder_lib *lib, ErlNifEnv *env,
 
 /* ---- the callbacks -------------------------------------------------------------- */
 
-/* The recorder, if this library may produce into it: one numbered by
- * another library's thread registry (loaded from another file before an
- * upgrade) is not. */
-static inline tk_recorder *usable(tk_recorder *r)
+/* Whether this library may produce into the recorder: one numbered by
+ * another library's thread registry (made by a version of the library
+ * loaded from another file, before an upgrade) is not, as the slot
+ * numbers of two registries would make two threads push into one
+ * single-producer ring. */
+static inline bool own(const tk_recorder *r)
 {
-    return r != NULL && r->registry == tk_thread_registry() ? r : NULL;
+    return r->registry == tk_thread_registry();
 }
+
 
 /* Whether the settings let events with this tag through. */
 static inline bool cfg_wants(const tk_recorder_cfg *c, int tag)
@@ -220,6 +223,28 @@ static inline tk_recorder *holder_of(const tk_recorder_lib *lib, ErlNifEnv *env,
     return enif_get_resource(env, state, lib->holder_type, &h) ? *(tk_recorder **)h : NULL;
 }
 
+/* A recorder of another library version (see own): its events are refused
+ * here and counted (its stats still add up), and its tracer stays until
+ * it is closed. In a read section of its settings' shared slot (this
+ * library's slot numbers are not its), so that a waiting close/1 sees the
+ * count final. */
+static ERL_NIF_TERM foreign_enabled(const tk_recorder_lib *lib, tk_recorder *r,
+                                    ERL_NIF_TERM tag)
+{
+    ERL_NIF_TERM answer;
+    (void)tk_pub_read_begin(&r->cfg, TK_PUB_SHARED);
+    if (atomic_load_explicit(&r->closed, memory_order_acquire)) {
+        answer = tag == lib->am_trace_status ? lib->am_remove : lib->am_discard;
+    } else if (tag == lib->am_trace_status) {
+        answer = lib->am_trace;
+    } else {
+        count_lost(r);
+        answer = lib->am_discard;
+    }
+    tk_pub_read_end(&r->cfg, TK_PUB_SHARED);
+    return answer;
+}
+
 /* enabled* inside its read section: the decision and what it counts
  * happen before a close/1 that waits for the section (tk_recorder_close_sync)
  * returns, and none after. */
@@ -267,10 +292,12 @@ ERL_NIF_TERM tk_recorder_enabled_nif(ErlNifEnv *env, int argc, const ERL_NIF_TER
 {
     (void)argc;
     tk_recorder_lib *lib = enif_priv_data(env);
-    tk_recorder *r = usable(holder_of(lib, env, argv[1]));
+    tk_recorder *r = holder_of(lib, env, argv[1]);
     /* A state that is not a recorder: the tracer removes itself. */
     if (r == NULL)
         return argv[0] == lib->am_trace_status ? lib->am_remove : lib->am_discard;
+    if (!own(r))
+        return foreign_enabled(lib, r, argv[0]);
     unsigned slot = tk_thread_slot();
     /* The settings may change at any time (set/2): read them in a section,
      * which set/2 waits for before it returns. */
@@ -375,9 +402,13 @@ ERL_NIF_TERM tk_recorder_trace_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     (void)argc;
     uint64_t stamp = tk_clock_stamp();
     tk_recorder_lib *lib = enif_priv_data(env);
-    tk_recorder *r = usable(holder_of(lib, env, argv[1]));
+    tk_recorder *r = holder_of(lib, env, argv[1]);
     if (r == NULL)
         return lib->am_ok;
+    if (!own(r)) { /* enabled_* answered in another version, then this */
+        (void)foreign_enabled(lib, r, argv[0]);
+        return lib->am_ok;
+    }
     unsigned slot = tk_thread_slot();
     /* The section lasts until the record is pushed, so that set/2 and
      * close, which wait for it, keep their promises: no event refused by

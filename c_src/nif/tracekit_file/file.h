@@ -43,10 +43,30 @@
 /* The longest span of a rate limit: a day. */
 #define TK_FILE_RATE_MS_MAX 86400000u
 
+struct file_core;
+
+/* Writers whose resource was freed before close/1 joined them (each ends
+ * the file on its own). One list for every version of the library loaded
+ * since the first: an upgrade takes it over, so that whichever version
+ * runs joins the writers of the others once they have ended. */
+typedef struct {
+    ErlNifMutex *lock;
+    struct file_core *head;
+    _Atomic long users; /* library versions holding it */
+} file_orphans;
+
 typedef struct {
     tk_recorder_lib rec;
     ErlNifResourceType *file_type;
     ErlNifResourceType *reader_type;
+    /* A resource type of this file's mapping of the library alone (its
+     * name holds the address of its code): never taken over by a library
+     * loaded from another file, and held by each writer thread this
+     * library started until the thread has been joined. A library is
+     * unloaded only when no resource of a type it owns is left, so that
+     * its code outlives its threads (see file_writer_start). */
+    ErlNifResourceType *keeper_type;
+    file_orphans *orphans;
 #define FILE_ATOM_FIELD(a) ERL_NIF_TERM am_##a;
     FILE_ATOMS(FILE_ATOM_FIELD)
 #undef FILE_ATOM_FIELD
@@ -95,6 +115,7 @@ typedef struct file_core {
     bool thread_started, thread_exited;
     bool joined;            /* by close/1 */
     ErlNifTid tid;
+    void *keeper;           /* held while the thread may run (keeper_type) */
     struct file_core *next; /* in the list of writers left by freed resources */
 
     /* Counters of the writer, read by stats/1. */
@@ -129,10 +150,15 @@ void file_writer_stop(file_core *f);
 /* The resource is gone: the writer stops, drains, ends the file and exits
  * without anybody waiting; file_writer_reap frees it afterwards. Without a
  * writer, frees f now. */
-void file_writer_orphan(file_core *f);
+void file_writer_orphan(file_orphans *o, file_core *f);
 /* Joins and frees the writers left by file_writer_orphan that have exited
  * (all of them, waiting for those still working, when `all`). */
-void file_writer_reap(bool all);
+void file_writer_reap(file_orphans *o, bool all);
+/* The orphans list of a first load (NULL when out of memory), one more
+ * user of it (an upgrade), one less (an unload: freed by the last). */
+file_orphans *file_orphans_new(void);
+void file_orphans_use(file_orphans *o);
+void file_orphans_drop(file_orphans *o);
 /* Frees f (its writer stopped and joined, or never started). */
 void file_core_free(file_core *f);
 

@@ -4,6 +4,7 @@
  * writer.c. */
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +15,7 @@
 
 static void file_dtor(ErlNifEnv *env, void *obj)
 {
-    (void)env;
+    file_lib *lib = enif_priv_data(env); /* the type's owner: the newest */
     file_res *r = obj;
     /* No callback can be running: the VM holds the state term for as long
      * as any tracee may call us. An unclosed file is ended by its writer,
@@ -24,19 +25,41 @@ static void file_dtor(ErlNifEnv *env, void *obj)
         return;
     if (r->core->rec != NULL)
         tk_recorder_close(r->core->rec);
-    file_writer_orphan(r->core);
+    file_writer_orphan(lib->orphans, r->core);
+}
+
+/* A writer thread's hold on its library: nothing to free. */
+static void keeper_dtor(ErlNifEnv *env, void *obj)
+{
+    (void)env;
+    (void)obj;
 }
 
 /* ---- load and upgrade --------------------------------------------------------------- */
 
-/* No writer may outlive the code it runs. */
-#define TK_NIF_UNLOAD_MORE(priv)                                           \
-    (file_writer_reap(true), tk_recorder_lib_free(&((file_lib *)(priv))->rec))
+/* A library is unloaded only once no writer it started holds it (its
+ * keeper resources): none runs its code any more. Writers of other
+ * versions that have ended are joined on the way. */
+static void unload_lib(file_lib *lib)
+{
+    file_writer_reap(lib->orphans, false);
+    file_orphans_drop(lib->orphans);
+    tk_recorder_lib_free(&lib->rec);
+}
+#define TK_NIF_UNLOAD_MORE(priv) unload_lib(priv)
+
+/* The name of this mapping's keeper type: the address of its code. A
+ * library loaded again from the same file shares the mapping (the
+ * loader counts its users), takes the type over and runs the same code;
+ * one loaded from another file has a type of its own. */
+static void keeper_name(char *out, size_t cap)
+{
+    snprintf(out, cap, "tracekit_file_keeper_%p", (void *)&keeper_dtor);
+}
 
 static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
                     void *old_priv)
 {
-    (void)old_priv;
     file_lib *lib = enif_alloc(sizeof *lib);
     if (lib == NULL)
         return -1;
@@ -44,13 +67,22 @@ static int open_lib(ErlNifEnv *env, void **priv, ErlNifResourceFlags flags,
 #define FILE_ATOM_INIT(a) lib->am_##a = enif_make_atom(env, #a);
     FILE_ATOMS(FILE_ATOM_INIT)
 #undef FILE_ATOM_INIT
+    char keeper[64];
+    keeper_name(keeper, sizeof keeper);
     lib->file_type = enif_open_resource_type(env, NULL, "tracekit_file",
                                              file_dtor, flags, NULL);
-    if (lib->file_type == NULL || file_reader_init(lib, env, flags) != 0 ||
+    lib->keeper_type = enif_open_resource_type(env, NULL, keeper, keeper_dtor, flags, NULL);
+    lib->orphans = old_priv != NULL ? ((file_lib *)old_priv)->orphans : file_orphans_new();
+    if (lib->file_type == NULL || lib->keeper_type == NULL || lib->orphans == NULL ||
+        file_reader_init(lib, env, flags) != 0 ||
         tk_recorder_lib_init(&lib->rec, env, lib->file_type) != 0) {
+        if (old_priv == NULL && lib->orphans != NULL)
+            file_orphans_drop(lib->orphans);
         enif_free(lib);
         return -1;
     }
+    if (old_priv != NULL)
+        file_orphans_use(lib->orphans);
     *priv = lib;
     return 0;
 }
@@ -241,7 +273,7 @@ static ERL_NIF_TERM new_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     if (!get_opts(lib, env, argv, &o))
         return enif_make_badarg(env);
     /* Writers of freed resources that have finished are joined here. */
-    file_writer_reap(false);
+    file_writer_reap(lib->orphans, false);
     file_res *r = enif_alloc_resource(lib->file_type, sizeof *r);
     if (r == NULL)
         return enif_raise_exception(env, lib->am_enomem);
@@ -285,6 +317,7 @@ static ERL_NIF_TERM close_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
         return enif_make_badarg(env);
     tk_recorder_close_sync(f->rec);
     file_writer_stop(f);
+    file_writer_reap(lib->orphans, false);
     return lib->rec.am_ok;
 }
 

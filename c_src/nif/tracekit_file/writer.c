@@ -529,10 +529,30 @@ int file_writer_start(file_lib *lib, file_core *f)
     w->need_header = true;
     if (write_header(f) != 0)
         return -1;
-    if (enif_thread_create("tracekit_file_writer", &f->tid, writer_main, f, NULL) != 0)
+    /* The thread runs this library's code: it holds the library loaded
+     * (a resource of its keeper type) until it has been joined. An
+     * upgrade from another file takes the file's resource type over,
+     * not this one, so that purging the old version no longer unloads
+     * code a writer still runs. */
+    if ((f->keeper = enif_alloc_resource(lib->keeper_type, 1)) == NULL)
         return -1;
+    if (enif_thread_create("tracekit_file_writer", &f->tid, writer_main, f, NULL) != 0) {
+        enif_release_resource(f->keeper);
+        f->keeper = NULL;
+        return -1;
+    }
     f->thread_started = true;
     return 0;
+}
+
+/* Joins f's writer, and lets its library go (the thread has left its code
+ * by now). */
+static void join(file_core *f)
+{
+    enif_thread_join(f->tid, NULL);
+    if (f->keeper != NULL)
+        enif_release_resource(f->keeper);
+    f->keeper = NULL;
 }
 
 void file_writer_flush(file_core *f)
@@ -553,7 +573,7 @@ void file_writer_stop(file_core *f)
     f->stop = true;
     enif_mutex_unlock(f->lock);
     if (first) {
-        enif_thread_join(f->tid, NULL);
+        join(f);
         enif_mutex_lock(f->lock);
         f->joined = true;
         enif_mutex_unlock(f->lock);
@@ -562,13 +582,38 @@ void file_writer_stop(file_core *f)
     }
 }
 
-/* Writers whose resource was freed before close/1 joined them. A static
- * lock (not the library's private data): it is the same for every
- * version of the library that shares this code. */
-static pthread_mutex_t orphans_lock = PTHREAD_MUTEX_INITIALIZER;
-static file_core *orphans;
+file_orphans *file_orphans_new(void)
+{
+    file_orphans *o = enif_alloc(sizeof *o);
+    if (o == NULL)
+        return NULL;
+    o->head = NULL;
+    atomic_init(&o->users, 1);
+    if ((o->lock = enif_mutex_create("tracekit_file_orphans")) == NULL) {
+        enif_free(o);
+        return NULL;
+    }
+    return o;
+}
 
-void file_writer_orphan(file_core *f)
+void file_orphans_use(file_orphans *o)
+{
+    atomic_fetch_add(&o->users, 1);
+}
+
+void file_orphans_drop(file_orphans *o)
+{
+    if (atomic_fetch_sub(&o->users, 1) != 1)
+        return;
+    /* The last version: a writer left would hold its library, which
+     * would then not be unloading. */
+    if (o->head != NULL)
+        return;
+    enif_mutex_destroy(o->lock);
+    enif_free(o);
+}
+
+void file_writer_orphan(file_orphans *o, file_core *f)
 {
     if (!f->thread_started || f->joined) {
         file_core_free(f);
@@ -578,16 +623,16 @@ void file_writer_orphan(file_core *f)
     enif_mutex_lock(f->lock);
     f->stop = true;
     enif_mutex_unlock(f->lock);
-    pthread_mutex_lock(&orphans_lock);
-    f->next = orphans;
-    orphans = f;
-    pthread_mutex_unlock(&orphans_lock);
+    enif_mutex_lock(o->lock);
+    f->next = o->head;
+    o->head = f;
+    enif_mutex_unlock(o->lock);
 }
 
-void file_writer_reap(bool all)
+void file_writer_reap(file_orphans *o, bool all)
 {
-    pthread_mutex_lock(&orphans_lock);
-    for (file_core **at = &orphans; *at != NULL;) {
+    enif_mutex_lock(o->lock);
+    for (file_core **at = &o->head; *at != NULL;) {
         file_core *f = *at;
         enif_mutex_lock(f->lock);
         bool exited = f->thread_exited;
@@ -597,10 +642,10 @@ void file_writer_reap(bool all)
             continue;
         }
         *at = f->next;
-        enif_thread_join(f->tid, NULL);
+        join(f);
         file_core_free(f);
     }
-    pthread_mutex_unlock(&orphans_lock);
+    enif_mutex_unlock(o->lock);
 }
 
 void file_core_free(file_core *f)
