@@ -199,6 +199,31 @@ max_bytes_ends_the_file(Config) ->
          {ok, Evs} = tracekit_file:read(Path),
          ?assertEqual(W, length(Evs))
      end || Max <- [4096, 5000, 20000]],
+    %% A wrap set under max_bytes: the files it reaches end with their end
+    %% chunks, and a set that reaches its size reads whole.
+    [begin
+         Base = path(Config, "max_set" ++ integer_to_list(Max)),
+         {ok, F} = tracekit_file:new(#{path => Base, max_bytes => Max, wrap => {8192, 3}}),
+         S = trace:session_create(max_bytes_set, {tracekit_file, F}, []),
+         Self = self(),
+         P = spawn(fun() -> receive go -> ok end,
+                            [self() ! {n, I, <<I:256>>} || I <- lists:seq(1, 5000)],
+                            Self ! {done, self()} end),
+         1 = trace:process(S, P, true, [send]),
+         P ! go,
+         receive {done, P} -> ok end,
+         trace:session_destroy(S),
+         ok = tracekit_file:close(F),
+         #{written := W, dropped := D, overwritten := O, bytes := Bytes} = tracekit_file:stats(F),
+         ?assertEqual(5001, W + D + O),
+         ?assert(Bytes =< Max),
+         Set = filelib:wildcard(Base ++ ".*"),
+         ct:log("max_bytes ~p, wrap set: ~p written ~p overwritten ~p dropped, chunks ~w",
+                [Max, W, O, D, [chunk_types(X) || X <- lists:sort(Set)]]),
+         [?assertEqual(5, lists:last(chunk_types(X))) || X <- Set],
+         {ok, Evs} = tracekit_file:read(Base),
+         ?assertEqual(W, length(Evs))
+     end || Max <- [9000, 20000, 30000]],
     ok.
 
 %% A source in every form a file name takes: a wrap set's base name as a

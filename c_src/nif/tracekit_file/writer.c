@@ -53,6 +53,10 @@ static void note_error(file_core *f)
  * counters takes under 100 bytes. */
 #define END_ROOM 128u
 #define LOST_ROOM (TK_CHUNK_HEAD + 16u)
+/* An end chunk, a magic and a header (a map of eleven keys, the tags'
+ * names among them: about 700 bytes, under 2 KiB with a node name of 255
+ * characters of 4 bytes). */
+#define ROTATE_ROOM (END_ROOM + TK_TFILE_MAGIC_LEN + 4096u)
 
 static int write_header(file_core *f);
 
@@ -284,6 +288,13 @@ static void maybe_rotate(file_core *f)
 {
     file_writer *w = &f->w;
     if (w->tf.file_bytes == 0 || tk_tfile_room(&w->tf) >= w->chunk_target + 2 * TK_CHUNK_HEAD)
+        return;
+    /* Under max_bytes, a new file needs room for the end chunk of the one
+     * it follows, its magic and its header: without it the set stays in
+     * this file, whose chunks that end it have their room kept. (A new
+     * file without its header, or an old one without its end chunk, would
+     * read as damaged.) */
+    if (data_room(f) < ROTATE_ROOM)
         return;
     /* The next file takes the place of the oldest: its events are gone. */
     uint64_t *reused = &w->file_events[(w->tf.seq + 1) % w->tf.count];
