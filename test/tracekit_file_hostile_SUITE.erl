@@ -11,14 +11,16 @@
 -export([fifo_paths/1, crafted_records/1, crafted_headers/1,
          max_bytes_ends_the_file/1, source_names/1, freed_while_writing/1,
          new_and_drop_cycles/1, symlink_attack/1, expanding_references/1,
-         deep_terms_one_rule/1, upgrade_from_another_directory/1]).
+         deep_terms_one_rule/1, upgrade_from_another_directory/1,
+         writer_keeps_the_bound/1]).
 -export([read_crafted/1, drop_while_writing/2, fill_and_forget/1, count_on_peer/1,
          upgrade_on_peer/3]).
 
 all() ->
     [fifo_paths, crafted_records, crafted_headers, max_bytes_ends_the_file,
      source_names, freed_while_writing, new_and_drop_cycles, symlink_attack,
-     expanding_references, deep_terms_one_rule, upgrade_from_another_directory].
+     expanding_references, deep_terms_one_rule, upgrade_from_another_directory,
+     writer_keeps_the_bound].
 
 init_per_testcase(_, Config) ->
     Config.
@@ -507,6 +509,33 @@ expanding_references(Config) ->
     ?assertMatch({match, _}, re:run(E2, "stand for more than 16 MiB at byte "
                                     ++ integer_to_list(EventsAt))),
     {1, _, _} = cat(Config, ["--damaged", "skip", Over], 200000).
+
+%% The writer keeps the bound it reads by: events full of references to
+%% the longest atoms go into chunks whose references stand for at most 16
+%% MiB (which both readers then read whole), and an event whose own
+%% references stand for more is left out and counted as dropped.
+writer_keeps_the_bound(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Path = filename:join(Dir, "bound.tkt"),
+    Long = fun(I) -> binary_to_atom(<<(binary:copy(<<"😀"/utf8>>, 250))/binary,
+                                     (integer_to_binary(10000 + I))/binary>>) end,
+    Atoms = [Long(I) || I <- lists:seq(1, 300)],
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    Me = self(),
+    [ok = tracekit_file:trace(send, F, Me, Atoms, #{extra => Me}) || _ <- lists:seq(1, 200)],
+    ok = tracekit_file:trace(send, F, Me, lists:duplicate(20000, hd(Atoms)), #{extra => Me}),
+    ok = tracekit_file:trace(send, F, Me, last, #{extra => Me}),
+    ok = tracekit_file:close(F),
+    #{written := 201, dropped := 1} = tracekit_file:stats(F),
+    {ok, Evs} = tracekit_file:read(Path),
+    ?assertEqual(201, length(Evs)),
+    ?assertEqual({trace, Me, send, last, Me}, lists:last(Evs)),
+    %% 200 x 300 references of about 1 KiB: 60 MB in four chunks or more.
+    Chunks = length([T || T <- chunk_types(Path), T =:= 3]),
+    ct:log("~p events chunks", [Chunks]),
+    ?assert(Chunks >= 4),
+    {0, Text, <<>>} = cat(Config, [Path], 400000),
+    ?assertEqual(201, length(binary:matches(Text, <<"\n">>))).
 
 count_on_peer(Path) ->
     tracekit_file:fold(fun(_, N) -> N + 1 end, 0, Path).

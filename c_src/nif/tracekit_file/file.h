@@ -83,9 +83,10 @@ typedef struct {
     tk_u64map words;        /* VM word -> entry number, in this file */
     uint32_t *lens;         /* entry number -> its bytes, in this file */
     size_t lens_cap;
-    tk_bytes one;           /* a record in the file's form, before it goes
-                               into `events` */
+    tk_bytes one;           /* a record set aside while its chunk's
+                               predecessor is written */
     uint64_t expand;        /* what the references of `events` stand for */
+    uint64_t rec_refs;      /* ... of the record being added (imm_map) */
     tk_anchor last_anchor;  /* the previous chunk's (or the header's) */
     uint64_t lost_noted;    /* refusals already written in lost chunks */
     uint64_t last_write_ns; /* when the last events chunk was written */

@@ -186,8 +186,10 @@ static int imm_map(void *ctx, uint64_t word, int *is_int, int64_t *ival,
         *ival = i;
         return 0;
     }
-    if (tk_u64map_get(&w->words, word, index))
+    if (tk_u64map_get(&w->words, word, index)) {
+        w->rec_refs += w->lens[*index];
         return 0;
+    }
     ErlNifBinary bin;
     if (!enif_term_to_binary(w->env, t, &bin))
         return -1;
@@ -196,6 +198,7 @@ static int imm_map(void *ctx, uint64_t word, int *is_int, int64_t *ival,
         tk_u64map_put(&w->words, word, w->dict_next) == 0) {
         (void)tk_dict_add(&w->dict, bin.data, bin.size); /* room reserved */
         w->lens[w->dict_next] = (uint32_t)bin.size;
+        w->rec_refs += bin.size;
         *index = w->dict_next++;
         rc = 0;
     }
@@ -322,33 +325,44 @@ static void maybe_rotate(file_core *f)
 static void add_record(file_core *f, uint64_t stamp, const void *rec, size_t len)
 {
     file_writer *w = &f->w;
-    size_t more = TK_EVENTS_REC_HEAD + len, n = 0;
-    uint64_t refs = 0;
+    size_t more = TK_EVENTS_REC_HEAD + len;
     if (w->nevents > 0 &&
         (w->events.len + w->dict.len + more > w->chunk_target ||
          built(w) + more + dict_worst(len) > data_room(f)))
         write_chunks(f);
     if (w->nevents == 0)
         maybe_rotate(f);
-    /* In the file's form first (its entries added to this file's
-     * dictionary): what it refers to decides its chunk. */
+    /* In the file's form (its entries added to this file's dictionary),
+     * in place; imm_map sums what its references stand for, as the
+     * readers count it (tk_event_file_check). */
+    unsigned char *at = tk_events_add(&w->events, stamp, len);
     tk_xlate x = {imm_map, w};
-    if (tk_bytes_reserve(&w->one, len) != 0 ||
-        (n = tk_event_to_file(rec, len, w->one.p, &x)) == 0 ||
-        !tk_event_file_check(w->one.p, n, w->lens, w->dict_next, &refs) ||
-        refs > TK_TFILE_EXPAND_MAX) {
+    w->rec_refs = 0;
+    size_t n = at != NULL ? tk_event_to_file(rec, len, at, &x) : 0;
+    if (n == 0 || w->rec_refs > TK_TFILE_EXPAND_MAX) {
+        if (at != NULL) /* leave it out */
+            w->events.len = (size_t)(at - TK_EVENTS_REC_HEAD - w->events.p);
         atomic_fetch_add(&f->refused, 1);
         return;
     }
-    /* (No rotation here: its references are numbers of this file.) */
-    if (w->nevents > 0 && w->expand + refs > TK_TFILE_EXPAND_MAX)
+    tk_events_shrink(&w->events, at, len, n);
+    if (w->nevents > 0 && w->expand + w->rec_refs > TK_TFILE_EXPAND_MAX) {
+        /* The chunk so far goes first, this record begins the next (no
+         * rotation in between: its references are numbers of this file). */
+        if (tk_bytes_reserve(&w->one, n) != 0) {
+            w->events.len = (size_t)(at - TK_EVENTS_REC_HEAD - w->events.p);
+            atomic_fetch_add(&f->refused, 1);
+            return;
+        }
+        memcpy(w->one.p, at, n);
+        w->events.len = (size_t)(at - TK_EVENTS_REC_HEAD - w->events.p);
         write_chunks(f);
-    unsigned char *at = tk_events_add(&w->events, stamp, n);
-    if (at == NULL) {
-        atomic_fetch_add(&f->refused, 1);
-        return;
+        if ((at = tk_events_add(&w->events, stamp, n)) == NULL) {
+            atomic_fetch_add(&f->refused, 1);
+            return;
+        }
+        memcpy(at, w->one.p, n);
     }
-    memcpy(at, w->one.p, n);
     if (w->nevents == 0 && built(w) > data_room(f)) {
         /* Alone in its chunk, it does not fit: left out, with the entries
          * it added. */
@@ -358,7 +372,7 @@ static void add_record(file_core *f, uint64_t stamp, const void *rec, size_t len
         return;
     }
     w->nevents++;
-    w->expand += refs;
+    w->expand += w->rec_refs;
 }
 
 /* Takes what the rings hold now into chunks. Returns the records taken. */
