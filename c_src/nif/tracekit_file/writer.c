@@ -233,12 +233,12 @@ static size_t built(const file_writer *w)
 }
 
 /* Writes the chunk being built (and the dictionary entries before it),
- * then starts the next one. */
-static void write_chunks(file_core *f)
+ * then starts the next one. 0, or what the write of a chunk answered. */
+static int write_chunks(file_core *f)
 {
     file_writer *w = &f->w;
     if (w->nevents == 0)
-        return;
+        return 0;
     /* Both chunks, or neither: a dictionary chunk without its events
      * would only take room. */
     int rc = built(w) > data_room(f) ? 1 : 0;
@@ -269,6 +269,7 @@ static void write_chunks(file_core *f)
     w->nevents = 0;
     w->expand = 0;
     w->last_write_ns = now_ns(CLOCK_MONOTONIC);
+    return rc;
 }
 
 /* A lost chunk for the events refused since the last one. */
@@ -356,8 +357,8 @@ static void add_record(file_core *f, uint64_t stamp, const void *rec, size_t len
         }
         memcpy(w->one.p, at, n);
         w->events.len = (size_t)(at - TK_EVENTS_REC_HEAD - w->events.p);
-        write_chunks(f);
-        if ((at = tk_events_add(&w->events, stamp, n)) == NULL) {
+        /* (Not written: the entries it refers to may be forgotten.) */
+        if (write_chunks(f) != 0 || (at = tk_events_add(&w->events, stamp, n)) == NULL) {
             atomic_fetch_add(&f->refused, 1);
             return;
         }
