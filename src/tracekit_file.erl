@@ -399,7 +399,8 @@ registered(_, Names) -> Names.
 %%% the files of a source and merges their events.
 
 %% @private
-%% @doc Opens a trace file for reading (its magic is checked).
+%% @doc Opens a trace file for reading (its magic is checked): `{error,
+%% cut}' for one cut before its magic was whole.
 -spec reader_open(binary()) -> {ok, reader()} | {error, atom()}.
 reader_open(_Path) ->
     erlang:nif_error(not_loaded).

@@ -22,7 +22,7 @@
 -record(r, {index :: non_neg_integer(),
             file :: file:filename_all(),
             %% The file, and its dictionary so far (kept in the reader).
-            h :: tracekit_file:reader() | closed,
+            h :: tracekit_file:reader() | closed | cut,
             %% The machine's reference anchor and rate (FORMAT.md, "Time").
             ref = {0, 0, 1000000000} :: {non_neg_integer(), non_neg_integer(),
                                          non_neg_integer()},
@@ -114,10 +114,18 @@ open_all([F | Fs], I, Acc) ->
     case tracekit_file:reader_open(name_binary(F)) of
         {ok, H} ->
             open_all(Fs, I + 1, [#r{index = I, file = F, h = H} | Acc]);
+        {error, cut} ->
+            %% Cut before its magic was whole (a writer killed as it made
+            %% the file): damaged from its start.
+            open_all(Fs, I + 1, [#r{index = I, file = F, h = cut} | Acc]);
         {error, Why} ->
-            [tracekit_file:reader_close(H) || #r{h = H} <- Acc],
+            [close_reader(H) || #r{h = H} <- Acc],
             {error, {file, F, Why}}
     end.
+
+close_reader(closed) -> ok;
+close_reader(cut) -> ok;
+close_reader(H) -> tracekit_file:reader_close(H).
 
 name_binary(F) when is_binary(F) -> F;
 name_binary(F) ->
@@ -125,6 +133,8 @@ name_binary(F) ->
 
 headers([], _, _, Acc, Skipped) ->
     {ok, lists:reverse(Acc), Skipped};
+headers([#r{h = cut} = R | Rs], Skip, Refs, Acc, Skipped) ->
+    no_header(R#r{h = closed}, Rs, Skip, Refs, Acc, Skipped, 0, eof);
 headers([#r{h = H, file = F} = R | Rs], Skip, Refs, Acc, Skipped) ->
     case tracekit_file:reader_next(H) of
         {?HEADER, Bin, At} ->
@@ -168,10 +178,10 @@ no_header(#r{h = H, file = F} = R, Rs, true, Refs, Acc, Skipped, At, resync) ->
             no_header(R, Rs, true, Refs, Acc, Skipped, At, eof)
     end;
 no_header(#r{h = H, file = F} = R, Rs, true, Refs, Acc, Skipped, At, eof) ->
-    tracekit_file:reader_close(H),
+    close_reader(H),
     headers(Rs, true, Refs, [R#r{h = closed} | Acc], [{F, At, eof} | Skipped]);
 no_header(#r{file = F} = R, Rs, false, _Refs, Acc, _Skipped, At, _) ->
-    [tracekit_file:reader_close(H) || #r{h = H} <- [R | Acc ++ Rs], H =/= closed],
+    [close_reader(H) || #r{h = H} <- [R | Acc ++ Rs]],
     {error, {corrupt, F, At}}.
 
 %% @doc Folds Fun over the events of the readers in time order. With Skip,
@@ -200,7 +210,7 @@ fold(Fun, Acc0, Readers, Skip, Skipped00) ->
         throw:{tracekit_file_corrupt, Reason, AccSoFar} ->
             {error, Reason, AccSoFar}
     after
-        [tracekit_file:reader_close(H) || #r{h = H} <- Readers, H =/= closed]
+        [close_reader(H) || #r{h = H} <- Readers]
     end.
 
 %% The heads: {Time, Index, Reader}, one per reader with events in hand.

@@ -616,6 +616,17 @@ errors(Config) ->
     {0, All, <<>>} = run(Config, ["--damaged", "skip", Good]),
     {{ok, 50}, All} = erl_text(Config, Good),
     {2, <<>>, _} = run(Config, ["--damaged", "maybe", Good]),
+    %% Cut before its magic was whole: damaged from its start, not "not a
+    %% trace file".
+    Stub = filename:join(Dir, "stub"),
+    ok = file:write_file(Stub, <<"TKTR">>),
+    {{error, {corrupt, _, 0}, 0}, <<>>} = erl_text(Config, Stub),
+    {1, <<>>, EStub} = run(Config, [Stub]),
+    one_line(EStub, "at byte 0"),
+    {{error, {skipped, [{_, 0, eof}]}, 50}, All} = erl_text(Config, [Good, Stub],
+                                                          #{damaged => skip}),
+    {1, All, ESkipStub} = run(Config, ["--damaged", "skip", Good, Stub]),
+    one_line(ESkipStub, "stub: skipped from byte 0 to the end"),
     %% The good file and the missing one: nothing read, status 3.
     {3, <<>>, _} = run(Config, [Good, Missing]).
 

@@ -797,7 +797,28 @@ cut_files_say_so(Config) ->
     Set = lists:sort(filelib:wildcard(Base ++ ".*")),
     [?assertEqual(5, lists:last(chunk_types(P))) || P <- Set],
     {ok, SetEvs} = tracekit_file:read(Base),
-    ?assertEqual(Written, length(SetEvs)).
+    ?assertEqual(Written, length(SetEvs)),
+    %% A file of the set cut before its magic was whole (its writer killed
+    %% as it made it): the set was refused as holding a file that is not a
+    %% trace; it is damaged from that file's start.
+    [First | _] = Set,
+    [begin
+         ok = file:write_file(First, Bytes),
+         ?assertEqual({error, {corrupt, First, 0}, []}, tracekit_file:read(First)),
+         {error, {skipped, [{First, 0, eof}]}, Rest} =
+             tracekit_file:fold(fun(E, A) -> [E | A] end, [], Base, #{damaged => skip}),
+         ?assert(length(Rest) > 0)
+     end || Bytes <- [<<>>, <<"TKTR">>, <<"TKTRACE">>]],
+    %% The writer takes such a file for its own (it was one): a new set at
+    %% the base replaces it (it was left, and new/1 refused the name).
+    {ok, W2} = tracekit_file:new(#{path => Base, wrap => {8192, 3}}),
+    S3 = traced_sends({tracekit_file, W2}, 10),
+    trace:session_destroy(S3),
+    ok = tracekit_file:close(W2),
+    {ok, NewEvs} = tracekit_file:read(Base),
+    ?assertEqual(11, length(NewEvs)),
+    ok = file:write_file(First, <<"TKTRACE2">>),
+    ?assertEqual({error, {file, First, not_a_trace}, []}, tracekit_file:read(First)).
 
 %% The bytes of a file's last chunk (its end chunk).
 end_chunk_size(Bin) ->

@@ -225,7 +225,9 @@ bool readers_open(reader *rs, size_t n, char **files, cat_skips *skips,
             fail(f, files[k], 0, CAT_NOTTRACE, "not a trace file");
             return false;
         }
-        r->open = true;
+        /* rc -3: cut before its magic was whole, damaged from its start
+         * (left closed: its headers' turn says so) */
+        r->open = rc == 0;
         r->x = xmalloc(sizeof(ei_x_buff));
         if (ei_x_new(r->x) != 0) {
             fail(f, files[k], 0, CAT_OUTPUT, "out of memory");
@@ -240,6 +242,13 @@ bool readers_open(reader *rs, size_t n, char **files, cat_skips *skips,
     bool ok = true;
     for (size_t k = 0; k < n && ok; k++) {
         reader *r = &rs[k];
+        if (!r->open) { /* cut before its magic was whole */
+            if (skips != NULL)
+                note_skip(r, 0, 0, true);
+            else
+                ok = (fail(f, r->path, 0, CAT_DAMAGED, "cut short (before its magic)"), false);
+            continue;
+        }
         uint64_t first = r->r.off;
         ok = header(r, &ms, &nm, &mcap, f);
         if (!ok && skips != NULL) {

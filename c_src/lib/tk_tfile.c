@@ -84,16 +84,28 @@ static int write_all(tk_tfile *f, struct iovec *iov, int n)
     return 0;
 }
 
+/* The magic of a regular file of `size` bytes open at fd: 0 whole; 1 a
+ * file cut before it was whole (shorter than the magic, what it holds the
+ * magic's beginning, nothing included: a writer killed as it made the
+ * file, or a first write taken back); -1 not a trace file. The one rule
+ * of the writer (tk_tfile_is_ours) and the readers (tk_tread_open). */
+static int magic_of(int fd, uint64_t size)
+{
+    char magic[TK_TFILE_MAGIC_LEN];
+    size_t n = size < sizeof magic ? (size_t)size : sizeof magic;
+    if (pread(fd, magic, n, 0) != (ssize_t)n || memcmp(magic, TK_TFILE_MAGIC, n) != 0)
+        return -1;
+    return n < sizeof magic ? 1 : 0;
+}
+
 bool tk_tfile_is_ours(int dir, const char *name)
 {
     int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return false;
     struct stat st;
-    char magic[TK_TFILE_MAGIC_LEN];
     bool yes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-               pread(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
-               memcmp(magic, TK_TFILE_MAGIC, sizeof magic) == 0;
+               magic_of(fd, (uint64_t)st.st_size) >= 0;
     close(fd);
     return yes;
 }
@@ -390,7 +402,6 @@ int tk_tread_open(tk_tread *r, const char *path)
     if (r->fd < 0)
         return -1;
     struct stat st;
-    char magic[TK_TFILE_MAGIC_LEN];
     if (fstat(r->fd, &st) != 0) {
         int e = errno;
         tk_tread_close(r);
@@ -402,10 +413,10 @@ int tk_tread_open(tk_tread *r, const char *path)
         return -2;
     }
     r->size = (uint64_t)st.st_size;
-    if (pread(r->fd, magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
-        memcmp(magic, TK_TFILE_MAGIC, sizeof magic) != 0) {
+    int magic = magic_of(r->fd, r->size);
+    if (magic != 0) {
         tk_tread_close(r);
-        return -2;
+        return magic < 0 ? -2 : -3;
     }
     r->off = TK_TFILE_MAGIC_LEN;
     return 0;

@@ -76,8 +76,8 @@ int tk_tfile_name(const tk_tfile *f, uint64_t seq, char *out, size_t cap);
  * Every file of a set is made new (O_CREAT | O_EXCL | O_NOFOLLOW), its
  * permission bits exactly `mode` (tk_tfile_mode_ok): nothing is ever
  * written through a symbolic link or into a file someone else made. A
- * trace file of this user already at the name (a regular file of the
- * same owner that starts with the magic: an earlier trace) is removed
+ * trace file of this user already at the name (tk_tfile_is_ours: an
+ * earlier trace, or one cut before its magic was whole) is removed
  * first; anything else there is left alone and refused: EEXIST, or
  * ESPIPE for a FIFO or socket, EISDIR for a directory. A character
  * device (/dev/null) is written as it is. */
@@ -86,7 +86,8 @@ int tk_tfile_open(tk_tfile *f, const char *base, uint64_t file_bytes,
 
 /* Whether `name` in directory `dir` (a descriptor, or AT_FDCWD) is a
  * trace file of this user: a regular file (not followed through a
- * symbolic link) owned by the effective user, starting with the magic. */
+ * symbolic link) owned by the effective user, starting with the magic
+ * or cut before it was whole (what it holds begins the magic). */
 bool tk_tfile_is_ours(int dir, const char *name);
 
 /* Makes a directory of this user's own in `parent`: parent/prefix
@@ -141,7 +142,9 @@ enum {
 };
 
 /* Opens a trace file. 0; -1 with errno set if it cannot be read; -2 if it
- * is not a trace file (no magic). */
+ * is not a trace file (no magic); -3 if it is one cut before its magic
+ * was whole (shorter than the magic, and what it holds begins it: a file
+ * of a set whose writer was killed as it made the file). */
 int tk_tread_open(tk_tread *r, const char *path);
 
 /* The next chunk: TK_TREAD_CHUNK with *type, *payload and *len (the

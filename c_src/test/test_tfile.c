@@ -294,6 +294,43 @@ TK_TEST(tfile_reader_refuses_other_files)
     TK_CHECK_EQ(tk_tread_open(&r, "/etc/hostname"), -2);
 }
 
+/* A file cut before its magic was whole (a writer killed as it made the
+ * file, or its first write taken back): shorter than the magic, what it
+ * holds the magic's beginning. The readers say it is cut (-3: damaged
+ * from its start), not that it is no trace file; the writer takes it for
+ * its own (it was one), so a new trace at its name replaces it. A file
+ * as short whose bytes differ, or one of 8 bytes that are not the magic,
+ * is no trace file, and is left alone. */
+TK_TEST(tfile_cut_before_magic)
+{
+    char dir[64], path[128];
+    temp_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/t", dir);
+    tk_tread r;
+    for (size_t n = 0; n < TK_TFILE_MAGIC_LEN; n++) {
+        FILE *fp = fopen(path, "wb");
+        TK_REQUIRE(fp != NULL && fwrite(TK_TFILE_MAGIC, 1, n, fp) == n && fclose(fp) == 0);
+        TK_CHECK_EQ(tk_tread_open(&r, path), -3);
+        TK_CHECK(tk_tfile_is_ours(AT_FDCWD, path));
+    }
+    tk_tfile f;
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE) == 0);
+    tk_tfile_close(&f);
+    TK_REQUIRE(tk_tread_open(&r, path) == 0);
+    tk_tread_close(&r);
+    static const char *const others[] = {"TKTX", "x", "TKTRACE2"};
+    for (size_t k = 0; k < sizeof others / sizeof others[0]; k++) {
+        FILE *fp = fopen(path, "wb");
+        TK_REQUIRE(fp != NULL && fputs(others[k], fp) >= 0 && fclose(fp) == 0);
+        TK_CHECK_EQ(tk_tread_open(&r, path), -2);
+        TK_CHECK(!tk_tfile_is_ours(AT_FDCWD, path));
+        errno = 0;
+        TK_CHECK_EQ(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE), -1);
+        TK_CHECK_EQ(errno, EEXIST);
+    }
+    remove_dir(dir);
+}
+
 /* Events, dictionary and lost payloads built and read back. */
 TK_TEST(tfile_payloads_round_trip)
 {

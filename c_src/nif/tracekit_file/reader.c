@@ -2,7 +2,7 @@
  * tracekit_file_reader (the Erlang side of reading, which opens the files
  * of a source, reads their headers and merges their events):
  *
- *   reader_open(Path) -> {ok, Reader} | {error, Posix | not_a_trace}
+ *   reader_open(Path) -> {ok, Reader} | {error, Posix | not_a_trace | cut}
  *   reader_next(Reader) -> {Type, Payload, Offset} | {eof, Offset}
  *                          | {corrupt, Offset}
  *   reader_resync(Reader) -> {ok, Offset} | eof
@@ -106,6 +106,8 @@ ERL_NIF_TERM file_reader_open_nif(ErlNifEnv *env, int argc,
         ret = enif_make_tuple2(env, lib->rec.am_ok, enif_make_resource(env, rd));
     } else if (rc == -2) {
         ret = error2(env, lib, lib->am_not_a_trace);
+    } else if (rc == -3) {
+        ret = error2(env, lib, lib->am_cut);
     } else {
         char name[32];
         ret = error2(env, lib, enif_make_atom(env, tk_posix_name(rd->lock ? errno : ENOMEM, name, sizeof name)));
