@@ -47,12 +47,6 @@
 %% (TK_LIMIT_RATE_MAX), over at most a day (TK_FILE_RATE_MS_MAX).
 -define(RATE_N_MAX, 1000000).
 -define(RATE_MS_MAX, 86400000).
-%% Chunk types (FORMAT.md).
--define(HEADER, 1).
--define(DICT, 2).
--define(EVENTS, 3).
--define(LOST, 4).
--define(END, 5).
 
 -opaque file() :: reference().
 -opaque reader() :: reference().
@@ -406,13 +400,19 @@ reader_open(_Path) ->
     erlang:nif_error(not_loaded).
 
 %% @private
-%% @doc The next chunk, `{Type, Payload, Offset}', whose framing and CRC
-%% checked out; `{eof, Offset}' at the end (where the file ends);
+%% @doc The next chunk whose framing and CRC checked out, by kind:
+%% `{Kind, Payload, Offset, Next}' (Next: where the chunk after it
+%% starts), a lost chunk `{lost, Count, Offset, Next}', a chunk of a type
+%% of a later version `later', one of no type or a lost chunk that is not
+%% one `bad_chunk'; `{eof, Offset}' at the end (where the file ends);
 %% `{corrupt, Offset}' at a chunk that is damaged or cut short (nothing is
-%% consumed).
--spec reader_next(reader()) -> {pos_integer(), binary(), non_neg_integer()}
-                                   | {eof, non_neg_integer()}
-                                   | {corrupt, non_neg_integer()}.
+%% consumed). (The chunk types and layouts are the C side's, tk_tfile.h.)
+-spec reader_next(reader()) ->
+          {header | dict | events | 'end' | later | bad_chunk, binary(),
+           non_neg_integer(), non_neg_integer()}
+              | {lost, non_neg_integer(), non_neg_integer(), non_neg_integer()}
+              | {eof, non_neg_integer()}
+              | {corrupt, non_neg_integer()}.
 reader_next(_Reader) ->
     erlang:nif_error(not_loaded).
 

@@ -11,11 +11,6 @@
 
 -export([fold/4, files/1]).
 
--define(HEADER, 1).
--define(DICT, 2).
--define(EVENTS, 3).
--define(LOST, 4).
--define(END, 5).
 %% The numbers of a header that the decoder takes as u64 (FORMAT.md).
 -define(U64(X), (is_integer(X) andalso X >= 0 andalso X < 1 bsl 64)).
 
@@ -137,7 +132,7 @@ headers([#r{h = cut} = R | Rs], Skip, Refs, Acc, Skipped) ->
     no_header(R#r{h = closed}, Rs, Skip, Refs, Acc, Skipped, 0, eof);
 headers([#r{h = H, file = F} = R | Rs], Skip, Refs, Acc, Skipped) ->
     case tracekit_file:reader_next(H) of
-        {?HEADER, Bin, At} ->
+        {header, Bin, At, Next} ->
             case safe_term(Bin) of
                 {ok, #{anchor := {S, T}} = Hd} when ?U64(S), ?U64(T) ->
                     case maps:get(stamp_hz, Hd, 1000000000) of
@@ -147,22 +142,18 @@ headers([#r{h = H, file = F} = R | Rs], Skip, Refs, Acc, Skipped) ->
                             headers(Rs, Skip, Refs#{Machine => Ref}, [R#r{ref = Ref} | Acc],
                                     Skipped);
                         _ ->
-                            no_header(R, Rs, Skip, Refs, Acc, Skipped, At, next(At, Bin))
+                            no_header(R, Rs, Skip, Refs, Acc, Skipped, At, {next, Next})
                     end;
                 _ ->
-                    no_header(R, Rs, Skip, Refs, Acc, Skipped, At, next(At, Bin))
+                    no_header(R, Rs, Skip, Refs, Acc, Skipped, At, {next, Next})
             end;
-        {_, Bin, At} ->
-            no_header(R, Rs, Skip, Refs, Acc, Skipped, At, next(At, Bin));
+        {_, _, At, Next} ->
+            no_header(R, Rs, Skip, Refs, Acc, Skipped, At, {next, Next});
         {corrupt, At} ->
             no_header(R, Rs, Skip, Refs, Acc, Skipped, At, resync);
         {eof, At} ->
             no_header(R, Rs, Skip, Refs, Acc, Skipped, At, eof)
     end.
-
-%% Where the chunk after the one at At (read, Bin its payload) starts.
-next(At, Bin) ->
-    {next, At + 16 + byte_size(Bin)}.
 
 %% A file whose header is missing or damaged: an error, or, skipping, its
 %% events on its own scale from its next good chunk on: the chunk after a
@@ -241,15 +232,15 @@ refill(#r{h = closed} = R, _, Skipped, _) ->
     {R, Skipped};
 refill(#r{h = H, file = F} = R, Skip, Skipped, Acc) ->
     case tracekit_file:reader_next(H) of
-        {Type, Bin, At} ->
-            case chunk(Type, Bin, R) of
+        {Kind, Data, At, Next} ->
+            case chunk(Kind, Data, R) of
                 {ok, #r{pending = []} = R1} ->
                     refill(R1, Skip, Skipped, Acc);
                 {ok, R1} ->
                     {R1, Skipped};
                 error when Skip ->
                     %% It checked out but makes no sense: step over it.
-                    refill(R, Skip, [{F, At, At + 16 + byte_size(Bin)} | Skipped], Acc);
+                    refill(R, Skip, [{F, At, Next} | Skipped], Acc);
                 error ->
                     throw({tracekit_file_corrupt, {corrupt, F, At}, Acc})
             end;
@@ -273,30 +264,31 @@ refill(#r{h = H, file = F} = R, Skip, Skipped, Acc) ->
             throw({tracekit_file_corrupt, {corrupt, F, At}, Acc})
     end.
 
-%% One chunk into the reader's state: {ok, R} or error (malformed).
-chunk(_Type, _Bin, #r{ended = true}) ->
+%% One chunk, by kind (tracekit_file:reader_next/1), into the reader's
+%% state: {ok, R} or error (malformed).
+chunk(_Kind, _Data, #r{ended = true}) ->
     error; % the end chunk is a file's last
-chunk(?HEADER, _Bin, _R) ->
+chunk(header, _Bin, _R) ->
     error; % only a file's first chunk is a header
-chunk(?DICT, Bin, #r{h = H} = R) ->
+chunk(dict, Bin, #r{h = H} = R) ->
     %% Appended in place: the time to read a file is linear in its
     %% dictionary, however many chunks it comes in.
     case tracekit_file:reader_dict(H, Bin) of
         ok -> {ok, R};
         _ -> error % malformed, or not numbered after the entries so far
     end;
-chunk(?EVENTS, Bin, #r{h = H, ref = Ref} = R) ->
+chunk(events, Bin, #r{h = H, ref = Ref} = R) ->
     case tracekit_file:reader_events(H, Bin, Ref) of
         {Events, 0} when is_list(Events) -> {ok, R#r{pending = Events}};
         _ -> error % a bad chunk, or records that do not decode
     end;
-chunk(?LOST, <<N:64/little, _Stamp:64/little>>, #r{lost = L} = R) ->
+chunk(lost, N, #r{lost = L} = R) ->
     {ok, R#r{lost = L + N}};
-chunk(?END, _Bin, R) ->
+chunk('end', _Bin, R) ->
     {ok, R#r{ended = true}};
-chunk(Type, _Bin, R) when is_integer(Type), Type > ?END ->
+chunk(later, _Bin, R) ->
     {ok, R}; % a chunk type of a later version: readers step over it
-chunk(_, _, _) ->
+chunk(bad_chunk, _Bin, _R) ->
     error.
 
 safe_term(Bin) ->

@@ -35,7 +35,8 @@
     X(stamp) X(tsc) X(monotonic) X(anchor) X(sequence) X(wrap) X(on_disk)  \
     X(over) X(limit) X(max_events) X(rate) X(eof) X(corrupt)             \
     X(not_a_trace) X(bad_chunk) X(buffer) X(payload) X(payload_max)       \
-    X(meta) X(mode) X(overwritten) X(cut)
+    X(meta) X(mode) X(overwritten) X(cut) X(header) X(dict) X(events)    \
+    X(lost) X(end) X(later)
 
 /* The smallest max_bytes: a header and the chunks that end a file fit. */
 #define TK_FILE_MAX_BYTES_MIN 4096u

@@ -3,15 +3,19 @@
  * of a source, reads their headers and merges their events):
  *
  *   reader_open(Path) -> {ok, Reader} | {error, Posix | not_a_trace | cut}
- *   reader_next(Reader) -> {Type, Payload, Offset} | {eof, Offset}
+ *   reader_next(Reader) -> {Kind, Payload, Offset, Next} | {eof, Offset}
  *                          | {corrupt, Offset}
+ *       Kind: header | dict | events | end | later (a type of a later
+ *       version) | bad_chunk (type 0); a lost chunk gives
+ *       {lost, Count, Offset, Next} (bad_chunk if its payload is not one)
  *   reader_resync(Reader) -> {ok, Offset} | eof
  *   reader_close(Reader) -> ok
  *   reader_dict(Reader, Payload) -> ok | {error, bad_chunk | closed}
  *   reader_events(Reader, Payload, {RefStamp, RefSystem, Hz})
  *       -> {[{Time, Stamp, Event}], Undecodable}
  *
- * The chunk framing and checks are tk_tfile's. The file's dictionary lives
+ * The chunk framing and checks are tk_tfile's, and so are the chunk types
+ * and the lost chunk's layout: the Erlang side knows chunks by kind. The file's dictionary lives
  * in the reader: reader_dict appends a dictionary chunk's entries, so that
  * a file of many dictionary chunks costs time linear in its entries (a
  * dictionary rebuilt per chunk, or handed to every events chunk, would
@@ -116,6 +120,33 @@ ERL_NIF_TERM file_reader_open_nif(ErlNifEnv *env, int argc,
     return ret;
 }
 
+/* A chunk that checked out as the Erlang side takes it:
+ * {Kind, Payload, At, Next} (lost: {lost, Count, At, Next}). */
+static ERL_NIF_TERM chunk_term(ErlNifEnv *env, const file_lib *lib, unsigned type,
+                               ERL_NIF_TERM bin, const unsigned char *p, size_t len,
+                               uint64_t at, uint64_t next)
+{
+    ERL_NIF_TERM kind, data = bin;
+    uint64_t count, stamp;
+    switch (type) {
+    case TK_CHUNK_HEADER: kind = lib->am_header; break;
+    case TK_CHUNK_DICT: kind = lib->am_dict; break;
+    case TK_CHUNK_EVENTS: kind = lib->am_events; break;
+    case TK_CHUNK_END: kind = lib->am_end; break;
+    case TK_CHUNK_LOST:
+        if (tk_lost_read(p, len, &count, &stamp) == 0) {
+            kind = lib->am_lost;
+            data = enif_make_uint64(env, count);
+        } else {
+            kind = lib->am_bad_chunk;
+        }
+        break;
+    default: kind = type > TK_CHUNK_END ? lib->am_later : lib->am_bad_chunk;
+    }
+    return enif_make_tuple4(env, kind, data, enif_make_uint64(env, at),
+                            enif_make_uint64(env, next));
+}
+
 /* reader_next(Reader) */
 ERL_NIF_TERM file_reader_next_nif(ErlNifEnv *env, int argc,
                                   const ERL_NIF_TERM argv[])
@@ -140,8 +171,7 @@ ERL_NIF_TERM file_reader_next_nif(ErlNifEnv *env, int argc,
             return enif_raise_exception(env, lib->am_enomem);
         }
         memcpy(data, p, len);
-        ret = enif_make_tuple3(env, enif_make_uint(env, type), bin,
-                               enif_make_uint64(env, at));
+        ret = chunk_term(env, lib, type, bin, p, len, at, rd->r.off);
     } else if (rc == TK_TREAD_EOF) {
         ret = enif_make_tuple2(env, lib->am_eof, enif_make_uint64(env, at));
     } else {
