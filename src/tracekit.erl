@@ -122,7 +122,7 @@
 %% `dropped': events that happened while tracing but were not shown (beyond
 %% a limit, or refused by a full ring); `events': the collected events when
 %% `print' is false.
--type summary() :: tracekit_runner:summary().
+-type summary() :: tracekit_trace:summary().
 -type error() :: {error, {bad_spec | bad_process | bad_option | bad_node | tracer_failed,
                           term(), string()}}.
 
@@ -149,8 +149,13 @@ calls(Spec, Opts) ->
         {ok, Resolved} ?= tracekit_spec:resolve(Spec, maps:with([stack_depth], O)),
         {ok, Procs} ?= processes(maps:get(processes, O), O),
         Text = lists:join(", ", [tracekit_spec:format(C) || {C, _} <- Resolved]),
-        tracekit_runner:start(#{kind => calls, procs => Procs, calls => Resolved,
-                                text => [Text, in_procs(Procs)]}, O)
+        Scope = maps:get(scope, O),
+        Plan = #{procs => [{Procs, [call, timestamp]}],
+                 calls => [{MFA, MS, Scope} || {#{match_spec := MS}, MFAs} <- Resolved,
+                                               MFA <- MFAs],
+                 seq_trace => false},
+        tracekit_trace:start(Plan, O#{specs => [C || {C, _} <- Resolved],
+                                      header => {calls, [Text, in_procs(Procs)]}})
     end.
 
 %% @equiv messages(Processes, #{})
@@ -179,20 +184,33 @@ procs_trace(Kind, Processes, Opts) ->
     maybe
         {ok, O} ?= options(Opts),
         {ok, Procs} ?= processes(Processes, O),
-        tracekit_runner:start(#{kind => Kind, procs => Procs,
-                                text => procs_text(Procs)}, O)
+        Flags = case Kind of
+                    messages -> [send, 'receive', timestamp];
+                    procs -> [procs, timestamp]
+                end,
+        tracekit_trace:start(#{procs => [{Procs, Flags}], calls => [], seq_trace => false},
+                             O#{header => {Kind, procs_text(Procs)}})
     end.
 
 %% @doc Stops every trace the calling process started, and returns when
 %% they are cleaned up.
 -spec stop() -> ok.
 stop() ->
+    %% Only BIFs and this module's functions run here: the calling process
+    %% may be traced, and tracekit's own work is not shown.
     {monitored_by, Ms} = erlang:process_info(self(), monitored_by),
-    Self = self(),
-    Mine = [P || P <- Ms, is_pid(P), node(P) =:= node(),
-                 erlang:process_info(P, {dictionary, '$tracekit'})
-                     =:= {{dictionary, '$tracekit'}, Self}],
-    lists:foreach(fun(P) -> _ = stop(P) end, Mine).
+    stop_mine(Ms, self()).
+
+stop_mine([P | Ps], Self) when is_pid(P), node(P) =:= node() ->
+    _ = case erlang:process_info(P, {dictionary, '$tracekit'}) of
+            {{dictionary, '$tracekit'}, Self} -> stop(P);
+            _ -> ok
+        end,
+    stop_mine(Ps, Self);
+stop_mine([_ | Ps], Self) ->
+    stop_mine(Ps, Self);
+stop_mine([], _Self) ->
+    ok.
 
 %% @doc Stops one trace and returns its summary (with the collected events
 %% when `print' is false). `{error, not_running}' when it has ended and
@@ -243,7 +261,7 @@ request(Trace, What, Timeout) ->
             end
     end.
 
-%% A trace is a live process of this node that tracekit_runner marked.
+%% A trace is a live process of this node that tracekit_trace marked.
 is_trace(P) when is_pid(P), node(P) =:= node() ->
     case erlang:process_info(P, {dictionary, '$tracekit'}) of
         {{dictionary, '$tracekit'}, Caller} -> is_pid(Caller);
@@ -373,7 +391,7 @@ option_help(K) ->
                     "short_refs, colour", [K])).
 
 %% With `nodes', pids of any node and names are taken as they are: each
-%% node looks up its own (tracekit_cluster).
+%% node looks up its own (tracekit_nodes).
 processes(P, #{nodes := _}) when P =:= all; P =:= new; P =:= existing ->
     {ok, P};
 processes(P, #{nodes := _}) when is_pid(P); is_atom(P) ->

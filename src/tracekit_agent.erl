@@ -1,99 +1,111 @@
 %% @private
-%% @doc The part of a cluster trace that runs on each node: a process that
-%% owns the node's trace session and its ring (or trace file), and hands
-%% the events to the trace's runner on the calling node when asked.
+%% @doc The part of a trace that runs on each node traced, the calling
+%% node's included: a process that owns the node's trace session and its
+%% sink (a ring, or a trace file) and hands the events to the trace when
+%% asked ({@link tracekit_proto} has the messages). This is the one place
+%% where tracekit creates trace sessions.
 %%
-%% The runner pulls: it asks for a batch, and the agent drains at most that
-%% many events and sends them with the node's horizon (every event drained
-%% later happened after it), so that the runner can merge the nodes by time
-%% and memory stays bounded on both sides. The agent monitors the runner:
-%% when the runner exits, or the connection to its node is lost, the agent
-%% destroys its session and closes its ring by itself, so no node keeps
-%% tracing for an origin that is gone.
+%% Setting up is ordered so that tracekit never traces itself: the sink is
+%% paused while the session's process flags are set, tracekit's own
+%% processes are taken out, and only then are the function patterns set
+%% and the sink opened to events.
 %%
-%% Messages from the runner: `{more, Ref, Max}' (events, or the file's
-%% counters), `{close, Ref}' (stop tracing; then `more' until the agent
-%% says `closed'), `{read, Ref, Offset, Size}' and `{done, Ref}' (the trace
-%% file, fetched in pieces, then deleted). Each answer is
-%% `{tracekit_agent, Agent, Ref, Answer}'.
+%% The agent monitors the trace's process: when that process exits, or
+%% its node goes, or the connection to it is lost, the agent destroys its
+%% session and closes its sink by itself. A process of its own (the
+%% janitor) undoes what the agent changed on the node (the system seq
+%% tracer, the private directory of its trace file) however the agent
+%% ends, killed too.
 -module(tracekit_agent).
 
--export([check/1, start/3]).
+-export([start/2, sweep/0]).
 
 %% How far behind the drain's start the horizon is put: an event's
 %% timestamp is taken by the VM a little before the tracer records it.
 -define(SLACK_US, 5000).
-%% How long an agent waits for the runner's next request once tracing has
+%% How long an agent waits for the trace's next request once tracing has
 %% stopped (fetching a file, pulling the last events).
 -define(FETCH_MS, 60000).
+%% The prefix of the private directories of trace files in the node's
+%% temporary directory.
+-define(TEMP_PREFIX, "tracekit-").
 
-%% @doc Whether this node can trace with tracekit: the tracer modules load
-%% (their NIF libraries included).
--spec check(ring | file) -> ok | {error, string()}.
-check(Sink) ->
-    Mods = [tracekit_ring | [tracekit_file || Sink =:= file]],
-    case [M || M <- Mods, not loaded(M)] of
-        [] -> ok;
-        [M | _] -> {error, lists:flatten(io_lib:format("~w cannot be loaded here", [M]))}
-    end.
-
-loaded(M) ->
-    case code:ensure_loaded(M) of
-        {module, M} -> erlang:function_exported(M, enabled, 3);
-        _ -> false
-    end.
-
-%% @doc Starts the agent of `Runner' on this node (called through erpc):
-%% opens the ring or file, creates the session and sets the flags of
-%% `Req'. Returns when tracing is on here.
--spec start(pid(), tracekit_runner:request(), map()) ->
-          {ok, pid()} | {error, term()}.
-start(Runner, Req, Opts) ->
+%% @doc Starts the agent of the trace `Trace' on this node (called through
+%% erpc, or by the trace's process for its own node) and returns when
+%% tracing is on here. The calling process is left untraced.
+-spec start(pid(), tracekit_proto:plan()) -> {ok, pid()} | {error, term()}.
+start(Trace, Plan) ->
     Self = self(),
     Ref = make_ref(),
-    {Pid, Mon} = spawn_monitor(fun() -> init(Self, Ref, Runner, Req, Opts) end),
+    {Pid, Mon} = spawn_monitor(fun() -> init(Self, Ref, Trace, Plan) end),
     receive
         {Ref, ok} -> demonitor(Mon, [flush]), {ok, Pid};
         {Ref, {error, _} = E} -> demonitor(Mon, [flush]), E;
         {'DOWN', Mon, process, Pid, Why} -> {error, {agent_failed, Why}}
     end.
 
-init(Starter, Ref, Runner, Req, Opts) ->
-    tracekit_setup:mark_own([]),
-    Mon = monitor(process, Runner),
-    case open_sink(Opts) of
+init(Starter, Ref, Trace, #{sink := SinkSpec} = Plan) ->
+    Janitor = janitor(self()),
+    ok = tracekit_own:mark([Janitor]),
+    Mon = monitor(process, Trace),
+    case open_sink(SinkSpec, Janitor) of
         {ok, Sink} ->
-            ok = janitor(Sink),
             S = trace:session_create(tracekit, tracer(Sink), []),
-            case tracekit_setup:session(S, Req, Opts, [self(), Runner]) of
+            case setup(S, Sink, Plan, [self(), Starter, Trace, Janitor], Janitor) of
                 ok ->
+                    ok = resume(Sink),
                     Starter ! {Ref, ok},
-                    loop(#{runner => Runner, mon => Mon, session => S, sink => Sink});
+                    loop(#{trace => Trace, mon => Mon, session => S, sink => Sink,
+                           janitor => Janitor});
                 {error, _} = E ->
-                    _ = trace:session_destroy(S),
-                    close_sink(Sink),
+                    stop_tracing(S, Sink, Janitor),
                     Starter ! {Ref, E}
             end;
         {error, _} = E ->
             Starter ! {Ref, E}
     end.
 
-open_sink(#{node_file := Where, ring_size := Size, payload := Payload,
-            max_events := Max, rate := Rate}) ->
-    {Path, Temp} = case Where of
-                       {temp, Name} -> {filename:join(temp_dir(), Name), true};
-                       {P, kept} -> {P, false}
-                   end,
-    case tracekit_file:new(#{path => Path, buffer => Size, payload => Payload,
-                             max_events => Max, rate => Rate}) of
-        {ok, F} -> {ok, {file, F, Path, Temp}};
-        {error, {file, _, Posix}} -> {error, {file, Path, Posix}};
+%%% The sink -------------------------------------------------------------------
+
+%% A ring or a trace file, paused: nothing is recorded until the session
+%% is set up (tracekit's own processes taken out).
+open_sink(#{kind := ring, size := Size, payload := Payload, policy := Policy}, _Janitor) ->
+    case tracekit_ring:new(#{size => Size, payload => Payload, policy => Policy}) of
+        {ok, R} -> ok = tracekit_ring:set(R, #{paused => true}), {ok, {ring, R}};
         {error, _} = E -> E
     end;
-open_sink(#{ring_size := Size, payload := Payload}) ->
-    case tracekit_ring:new(#{size => Size, payload => Payload}) of
-        {ok, R} -> {ok, {ring, R}};
-        {error, _} = E -> E
+open_sink(#{kind := file, where := Where, size := Size, payload := Payload,
+            max_events := Max, rate := Rate}, Janitor) ->
+    case file_path(Where, Janitor) of
+        {ok, Path, Dir} ->
+            case tracekit_file:new(#{path => Path, buffer => Size, payload => Payload,
+                                     max_events => Max, rate => Rate}) of
+                {ok, F} ->
+                    ok = tracekit_file:set(F, #{paused => true}),
+                    {ok, {file, F, Path, Dir}};
+                {error, {file, _, Posix}} ->
+                    {error, {file, Path, Posix}};
+                {error, _} = E ->
+                    E
+            end;
+        {error, _} = E ->
+            E
+    end.
+
+%% The file of this node: where it was asked for, or in a private
+%% directory of the node's temporary directory (deleted with the
+%% directory at the end, by the janitor if need be).
+file_path({path, Path}, _Janitor) ->
+    {ok, Path, none};
+file_path(temp, Janitor) ->
+    ok = sweep(),
+    Temp = temp_dir(),
+    case tracekit_private:dir(Temp, ?TEMP_PREFIX ++ atom_to_list(node()) ++ "-") of
+        {ok, Dir} ->
+            Janitor ! {undo, dir, {delete_dir, Dir}},
+            {ok, filename:join(Dir, "node.tkt"), Dir};
+        {error, Posix} ->
+            {error, {private_dir, Temp, Posix}}
     end.
 
 temp_dir() ->
@@ -105,56 +117,151 @@ temp_dir() ->
 tracer({ring, R}) -> {tracekit_ring, R};
 tracer({file, F, _, _}) -> {tracekit_file, F}.
 
+resume({ring, R}) -> tracekit_ring:set(R, #{paused => false});
+resume({file, F, _, _}) -> tracekit_file:set(F, #{paused => false}).
+
 close_sink({ring, R}) -> ok = tracekit_ring:close(R);
 close_sink({file, F, _, _}) -> ok = tracekit_file:close(F).
 
-%% Tracing.
-loop(#{runner := Runner, mon := Mon, sink := Sink} = St) ->
-    receive
-        {more, Ref, Max} ->
-            reply(Runner, Ref, batch(Sink, Max, erlang:system_time(microsecond) - ?SLACK_US)),
-            loop(St);
-        {close, Ref} ->
-            stop_tracing(St),
-            reply(Runner, Ref, closed),
-            closed(St);
-        {'DOWN', Mon, process, _, _} ->
-            %% The runner is gone, or its node, or the connection to it.
-            stop_tracing(St),
-            delete_file(Sink)
+%%% The session ----------------------------------------------------------------
+
+%% The process flags first (tracekit's own processes taken out of `all'
+%% and `existing'), then the function patterns, then the seq tracer.
+setup(S, Sink, #{procs := Procs, calls := Calls, seq_trace := Seq, exclude := Exclude},
+      Own, Janitor) ->
+    Untraced = lists:usort([P || P <- Own ++ Exclude, is_pid(P), node(P) =:= node()]
+                           ++ tracekit_own:processes() ++ signal_handlers()),
+    try
+        lists:foreach(fun({Who, Flags}) -> flags(S, Who, Flags, Untraced) end, Procs),
+        %% A module not loaded yet would have none of its functions traced.
+        _ = [code:ensure_loaded(M) || {{M, _, _}, _, _} <- Calls, is_atom(M), M =/= '_'],
+        _ = [trace:function(S, MFA, MS, [Scope]) || {MFA, MS, Scope} <- Calls],
+        case Seq of
+            true -> seq_tracer(Sink, Janitor);
+            false -> ok
+        end
+    catch
+        throw:{dead, P} ->
+            {error, {bad_process, P, "the process is not alive"}}
     end.
 
-%% Tracing has stopped: the last events, or the file, until the runner is
-%% done (or gone).
-closed(#{runner := Runner, mon := Mon, sink := Sink} = St) ->
-    receive
-        {more, Ref, Max} ->
-            reply(Runner, Ref, batch(Sink, Max, closed)),
-            closed(St);
-        {read, Ref, Offset, Size} ->
-            reply(Runner, Ref, read(Sink, Offset, Size)),
-            closed(St);
-        {done, Ref} ->
-            delete_file(Sink),
-            reply(Runner, Ref, done);
-        {'DOWN', Mon, process, _, _} ->
-            delete_file(Sink)
-    after ?FETCH_MS ->
-            delete_file(Sink)
+flags(S, Who, Flags, Untraced) when Who =:= all; Who =:= existing ->
+    _ = trace:process(S, Who, true, Flags),
+    lists:foreach(fun(P) -> untrace(S, P) end, Untraced);
+flags(S, new, Flags, _Untraced) ->
+    _ = trace:process(S, new, true, Flags),
+    ok;
+flags(S, Pids, Flags, _Untraced) when is_list(Pids) ->
+    lists:foreach(fun(P) ->
+                          try trace:process(S, P, true, Flags)
+                          catch error:badarg -> throw({dead, P})
+                          end
+                  end, Pids).
+
+untrace(S, P) ->
+    try trace:process(S, P, false, [all])
+    catch error:badarg -> 0                     % exited meanwhile
     end.
 
-stop_tracing(#{session := S, sink := Sink}) ->
-    _ = trace:session_destroy(S),
-    close_sink(Sink).
+%% The VM's dirty process signal handlers get a message for each signal
+%% to a process that runs a dirty NIF (a drain, a terminal's writer): they
+%% are never traced by all. The VM starts them first, before any other.
+signal_handlers() ->
+    [P || P <- lists:sublist(erlang:processes(), 16),
+          erlang:process_info(P, initial_call)
+              =:= {initial_call, {erts_dirty_process_signal_handler, start, 0}}].
 
-reply(Runner, Ref, Answer) ->
-    Runner ! {tracekit_agent, self(), Ref, Answer},
+%% The node's system seq tracer records into the sink until the agent
+%% stops; the janitor puts the previous one back if the agent is killed.
+seq_tracer(Sink, Janitor) ->
+    Mine = tracer(Sink),
+    Prev = seq_trace:set_system_tracer(Mine),
+    Janitor ! {undo, seq, {seq_tracer, Mine, Prev}},
     ok.
 
-%% Events drained now, with the horizon: a time of this node's clock
-%% (microseconds of system time) that every event drained later comes
-%% after; `last': they come after the last of these; `closed': there are
-%% no more.
+%%% Tracing ---------------------------------------------------------------------
+
+loop(#{trace := Trace, mon := Mon, sink := Sink} = St) ->
+    receive
+        {'DOWN', Mon, process, _, noconnection} when element(1, Sink) =:= file ->
+            %% The connection to the trace is lost (its node may still
+            %% run: another node's disconnection makes global disconnect
+            %% the others): the file is kept a while, for the trace to
+            %% fetch once it connects again.
+            stop(St),
+            closed(St#{mon := none});
+        {'DOWN', Mon, process, _, _} ->
+            %% The trace is gone, or its node, or the connection to it.
+            stop(St),
+            done(St);
+        Msg ->
+            case tracekit_proto:request(Msg) of
+                {more, Ref, Max} ->
+                    Horizon = erlang:system_time(microsecond) - ?SLACK_US,
+                    ok = tracekit_proto:answer(Trace, Ref, batch(Sink, Max, Horizon)),
+                    loop(St);
+                {close, Ref} ->
+                    stop(St),
+                    ok = tracekit_proto:answer(Trace, Ref, {closed, counters(Sink)}),
+                    closed(St);
+                {done, Ref} ->
+                    stop(St),
+                    done(St),
+                    tracekit_proto:answer(Trace, Ref, done);
+                _ ->
+                    loop(St)
+            end
+    end.
+
+%% Tracing has stopped: the last events, or the file, until the trace is
+%% done (or gone).
+closed(#{trace := Trace, mon := Mon, sink := Sink} = St0) ->
+    receive
+        {'DOWN', Mon, process, _, _} ->
+            done(St0);
+        Msg ->
+            %% (A trace that connected again is watched again.)
+            St = case Mon of
+                     none -> St0#{mon := monitor(process, Trace)};
+                     _ -> St0
+                 end,
+            case tracekit_proto:request(Msg) of
+                {more, Ref, Max} ->
+                    ok = tracekit_proto:answer(Trace, Ref, batch(Sink, Max, closed)),
+                    closed(St);
+                {read, Ref, Offset, Size} ->
+                    ok = tracekit_proto:answer(Trace, Ref, read(Sink, Offset, Size)),
+                    closed(St);
+                {close, Ref} ->
+                    ok = tracekit_proto:answer(Trace, Ref, {closed, counters(Sink)}),
+                    closed(St);
+                {done, Ref} ->
+                    done(St),
+                    tracekit_proto:answer(Trace, Ref, done);
+                no ->
+                    closed(St)
+            end
+    after ?FETCH_MS ->
+            done(St0)
+    end.
+
+stop(#{session := S, sink := Sink, janitor := J}) ->
+    stop_tracing(S, Sink, J).
+
+%% The session destroyed, the seq tracer given back, the sink closed
+%% (everything recorded is then drained or written).
+stop_tracing(S, Sink, Janitor) ->
+    _ = trace:session_destroy(S),
+    Janitor ! {undo_now, seq, self()},
+    receive {Janitor, seq} -> ok end,
+    close_sink(Sink).
+
+%% The end: the janitor deletes what the agent kept.
+done(#{janitor := J}) ->
+    J ! {undo_now, dir, self()},
+    receive {J, dir} -> ok end.
+
+%% Events drained now, with the horizon, or the file's counters.
 batch({ring, R}, Max, Horizon) ->
     Events = tracekit_ring:drain(R, Max),
     H = case {Horizon, Events} of
@@ -162,19 +269,18 @@ batch({ring, R}, Max, Horizon) ->
             {closed, _} -> last;
             _ -> Horizon
         end,
-    {events, Events, H, stats(R), names(Events)};
-batch({file, F, _, _}, _Max, _Horizon) ->
-    {file, tracekit_file:stats(F)}.
+    {events, Events, H, counters({ring, R}), names(Events)};
+batch({file, _, _, _} = Sink, _Max, _Horizon) ->
+    {file, counters(Sink)}.
 
-%% The registered names of this node's processes the events mention (the
-%% runner shows them beside the pids, as it does for its own node).
+counters({ring, R}) -> tracekit_ring:stats(R);
+counters({file, F, _, _}) -> tracekit_file:stats(F).
+
+%% The registered names of this node's processes the events mention.
 names(Events) ->
     Pids = lists:usort([P || E <- Events, P <- lists:sublist(tuple_to_list(E), 2, 4),
                              is_pid(P), node(P) =:= node()]),
     maps:from_list([{P, N} || P <- Pids, {registered_name, N} <- [process_info(P, registered_name)]]).
-
-stats(R) ->
-    maps:with([dropped, buffered], tracekit_ring:stats(R)).
 
 read({file, _, Path, _}, Offset, Size) ->
     case file:open(Path, [read, raw, binary]) of
@@ -192,27 +298,45 @@ read({file, _, Path, _}, Offset, Size) ->
 read(_, _, _) ->
     eof.
 
-%% A file in the temporary directory is deleted however the agent ends
-%% (killed too) by a process that waits for that end; it is tracekit's
-%% own, so no trace of all processes sees it (its session is not made
-%% yet). The file is deleted without a message to the file server.
-janitor({file, _, Path, true}) ->
-    Agent = self(),
-    J = spawn(fun() ->
-                      Mon = monitor(process, Agent),
-                      receive
-                          {'DOWN', Mon, process, Agent, _} -> _ = prim_file:delete(Path)
-                      end
-              end),
-    tracekit_setup:mark_own([J]);
-janitor(_) ->
+%%% The janitor ------------------------------------------------------------------
+
+%% A process that undoes what the agent changed on the node: when asked
+%% (`undo_now') or when the agent ends, however it ends. It is tracekit's
+%% own, made before the session, so no trace of all processes sees it.
+janitor(Agent) ->
+    spawn(fun() ->
+                  Mon = monitor(process, Agent),
+                  janitor_loop(Agent, Mon, #{})
+          end).
+
+janitor_loop(Agent, Mon, Undo) ->
+    receive
+        {undo, Key, What} ->
+            janitor_loop(Agent, Mon, Undo#{Key => What});
+        {undo_now, Key, From} ->
+            _ = [undo(What) || What <- [maps:get(Key, Undo, none)], What =/= none],
+            From ! {self(), Key},
+            janitor_loop(Agent, Mon, maps:remove(Key, Undo));
+        {'DOWN', Mon, process, Agent, _} ->
+            _ = [undo(What) || What <- maps:values(Undo)],
+            ok
+    end.
+
+%% The previous seq tracer is put back only while the agent's is still
+%% the node's: one set since by someone else stays.
+undo({seq_tracer, Mine, Prev}) ->
+    case seq_trace:get_system_tracer() of
+        Mine -> _ = seq_trace:set_system_tracer(Prev), ok;
+        _ -> ok
+    end;
+undo({delete_dir, Dir}) ->
+    tracekit_private:delete_dir(Dir);
+undo(none) ->
     ok.
 
-%% A node's file in its temporary directory is deleted once fetched (or
-%% when the runner is gone); the calling node's own file is written where
-%% the user asked for it, and stays.
-delete_file({file, _, Path, true}) ->
-    _ = file:delete(Path),
-    ok;
-delete_file(_) ->
-    ok.
+%% @doc Deletes the private directories that agents of this node left in
+%% its temporary directory when the node stopped while tracing (the
+%% directories of a node of the same name whose VM no longer runs).
+-spec sweep() -> ok.
+sweep() ->
+    tracekit_private:sweep(temp_dir(), ?TEMP_PREFIX ++ atom_to_list(node()) ++ "-").

@@ -21,7 +21,9 @@
 %% sequence diagrams `<case log>.tracekit.messages.mmd' and
 %% `<case log>.tracekit.seq.mmd', and links them from the case's log.
 %% Passing cases leave nothing behind. The hook never fails a test: its
-%% own errors are logged.
+%% own errors are logged. With no options (`{ct_hooks, [tracekit_cth]}')
+%% it records the messages, process events and seq_trace flow of the test
+%% case process, and says once, in the log of the suite, what it records.
 %%
 %% Options (a map; all optional):
 %% <dl>
@@ -31,10 +33,10 @@
 %%   pids, registered names, and `testcase' for the test case process
 %%   (default `[testcase]'). Names are looked up when the case starts.</dd>
 %% <dt>`messages'</dt><dd>trace their sends and receives (default
-%%   false).</dd>
-%% <dt>`procs'</dt><dd>trace their process events (default false).</dd>
+%%   true).</dd>
+%% <dt>`procs'</dt><dd>trace their process events (default true).</dd>
 %% <dt>`seq_trace'</dt><dd>put a seq_trace token on the test case process
-%%   and record the messages it leads to (default false). This uses the
+%%   and record the messages it leads to (default true). This uses the
 %%   node's one system seq tracer while the case runs.</dd>
 %% <dt>`events'</dt><dd>how many of the last events to keep (default
 %%   1000).</dd>
@@ -87,8 +89,8 @@
                   groups => #{atom() => opts()},
                   testcases => #{atom() => opts()}}.
 
--define(DEFAULTS, #{calls => [], processes => [testcase], messages => false,
-                    procs => false, seq_trace => false, events => 1000,
+-define(DEFAULTS, #{calls => [], processes => [testcase], messages => true,
+                    procs => true, seq_trace => true, events => 1000,
                     ring_size => 1 bsl 20, always => false, depth => 20,
                     line_length => 240, records => true}).
 -define(KEYS, [calls, processes, messages, procs, seq_trace, events,
@@ -108,6 +110,7 @@ id(_Opts) ->
 %% @private
 -spec init(term(), term()) -> {ok, #state{}}.
 init(_Id, Opts) when is_map(Opts) ->
+    say_what(Opts),
     {ok, #state{opts = Opts}};
 init(Id, Opts) when is_list(Opts) ->
     try maps:from_list(Opts) of
@@ -121,6 +124,43 @@ init(_Id, Opts) ->
 ignore(Opts) ->
     log_error("ignoring the options ~0tP: they must be a map", [Opts, 10]),
     {ok, #state{opts = #{}}}.
+
+%% What the hook records in every case (groups and cases may change it):
+%% said once, when it starts.
+say_what(Opts) ->
+    case check_options(maps:without([groups, testcases], Opts)) of
+        {ok, #{calls := Calls, processes := Ps, messages := M, procs := P, seq_trace := Seq,
+               events := N} = O} ->
+            What = [["the messages" || M], ["the process events" || P]],
+            Of = [case X of testcase -> "the test case process"; _ -> io_lib:format("~0tp", [X]) end
+                  || X <- Ps],
+            Parts = [[lists:join(" and ", [W || W <- What, W =/= []]), " of ",
+                      lists:join(", ", Of)] || M orelse P]
+                ++ [io_lib:format("the calls of ~ts", [lists:join(", ", [io_lib:format("~0tp", [C]) || C <- calls_list(Calls)])])
+                    || Calls =/= []]
+                ++ ["the seq_trace flow the test case process starts" || Seq],
+            Where = case O of #{nodes := Nodes} -> io_lib:format(" on this node and ~0tp", [Nodes]);
+                              _ -> "" end,
+            info("tracekit_cth records in each test case ~ts~ts (the last ~w events), and "
+                 "writes them beside the case's log when it fails",
+                 [lists:join("; ", Parts), Where, N]);
+        {error, _} ->
+            ok                                  % said for each case
+    end.
+
+calls_list(L) when is_list(L) ->
+    case io_lib:printable_unicode_list(L) of
+        true -> [L];
+        false -> L
+    end;
+calls_list(C) ->
+    [C].
+
+info(Fmt, Args) ->
+    Text = io_lib:format(Fmt, Args),
+    try ct:log("~ts", [Text])
+    catch _:_ -> logger:info("~ts", [Text])
+    end.
 
 %% @private
 post_init_per_testcase(Suite, TC, Config, Return, State) ->
@@ -154,7 +194,7 @@ on_tc_skip(_Suite, _TC, _Reason, State) ->
 %% @private
 terminate(#state{current = Cur}) ->
     case Cur of
-        #{recorder := R} -> _ = tracekit_recorder:stop(R), ok;
+        #{recorder := R} -> _ = tracekit:stop(R), ok;
         _ -> ok
     end.
 
@@ -187,35 +227,28 @@ start_case(Suite, TC, Cfg, ok, #state{opts = Base} = St0) ->
             log_error("not recording ~tw: ~ts", [TC, Why]),
             St;
         {ok, Opts} ->
-            case recorder_spec(Opts) of
+            Mark = {Suite, TC, 1},
+            case record(Opts, Mark) of
                 nothing ->
                     St;
                 {error, Why} ->
                     log_error("not recording ~tw: ~tp", [TC, Why]),
                     St;
-                {ok, Spec0} ->
-                    Mark = {Suite, TC, 1},
-                    Spec = Spec0#{marks => [Mark], mark_process => self()},
-                    %% The token after the recorder is started: the
-                    %% recorder's own messages are not part of the flow.
-                    case tracekit_recorder:start(Spec) of
-                        {ok, R} ->
-                            seq_token(Opts),
-                            St#state{current = #{suite => Suite, tc => TC,
-                                                 recorder => R, opts => Opts,
-                                                 tc_pid => self(), mark => Mark,
-                                                 names => start_names(Opts),
-                                                 logfile => proplists:get_value(tc_logfile, Cfg)}};
-                        {error, Why} ->
-                            log_error("not recording ~tw: ~tp", [TC, Why]),
-                            St
-                    end
+                {ok, R} ->
+                    %% The token after the recording is started: the
+                    %% recording's own messages are not part of the flow.
+                    seq_token(Opts),
+                    St#state{current = #{suite => Suite, tc => TC,
+                                         recorder => R, opts => Opts,
+                                         tc_pid => self(), mark => Mark,
+                                         names => start_names(Opts),
+                                         logfile => proplists:get_value(tc_logfile, Cfg)}}
             end
     end.
 
 drop_current(#state{current = none} = St) -> St;
 drop_current(#state{current = #{recorder := R}} = St) ->
-    _ = tracekit_recorder:stop(R),
+    _ = tracekit:stop(R),
     St#state{current = none}.
 
 %% The options of one case: the hook's, then its groups' (outermost
@@ -299,7 +332,13 @@ is_proper(L) ->
         error:badarg -> false
     end.
 
-recorder_spec(#{calls := Calls, messages := M, procs := P, seq_trace := Seq} = Opts) ->
+%% Starts the recording of a case: a trace (tracekit_trace, as the
+%% shell's) that keeps the last `events' events in overwrite rings, goes
+%% on when the test case process is killed, and also records the calls,
+%% returns and exceptions of the case function (Mark) in the test case
+%% process with its process events, to find where the case body begins
+%% and ends.
+record(#{calls := Calls, messages := M, procs := P, seq_trace := Seq} = Opts, Mark) ->
     case Calls =:= [] andalso not M andalso not P andalso not Seq of
         true ->
             nothing;
@@ -309,15 +348,48 @@ recorder_spec(#{calls := Calls, messages := M, procs := P, seq_trace := Seq} = O
                                       [] -> {ok, []};
                                       _ -> tracekit_spec:resolve(Calls)
                                   end,
-                Spec = #{calls => Resolved,
-                         processes => lists:usort([Pid || X <- maps:get(processes, Opts),
-                                                          Pid <- [proc(X)], is_pid(Pid)]),
-                         messages => M, procs => P, seq_trace => Seq,
-                         events => maps:get(events, Opts),
-                         ring_size => maps:get(ring_size, Opts)},
-                {ok, maps:merge(Spec, maps:with([nodes], Opts))}
+                Procs = lists:usort([Pid || X <- maps:get(processes, Opts), Pid <- [proc(X)],
+                                            is_pid(Pid), is_process_alive(Pid)]),
+                Flags = [send || M] ++ ['receive' || M] ++ [procs || P],
+                Plan = #{procs => [{Procs, [timestamp | Flags]} || Flags =/= [], Procs =/= []]
+                             ++ [{all, [call, timestamp]} || Resolved =/= []]
+                             ++ [{[self()], [call, procs, timestamp]}],
+                         calls => [{MFA, MS, local} || {#{match_spec := MS}, MFAs} <- Resolved,
+                                                       MFA <- MFAs]
+                             ++ [{Mark, [{'_', [], [{exception_trace}]}], local}],
+                         seq_trace => Seq},
+                Trace = #{print => false, watch => false, keep => {last, maps:get(events, Opts)},
+                          max_events => infinity, max_time => infinity, rate => none,
+                          ring_size => maps:get(ring_size, Opts), payload => full,
+                          policy => overwrite},
+                tracekit_trace:start(Plan, maps:merge(Trace, nodes_opts(Opts)))
             end
     end.
+
+%% With `nodes': every node named (those that cannot take part are left
+%% out, and said so), or with `all' every node connected now or later.
+nodes_opts(#{nodes := all}) ->
+    #{nodes => all, follow => true, bad_node => skip};
+nodes_opts(#{nodes := Nodes}) ->
+    #{nodes => lists:usort([node() | Nodes]), bad_node => skip};
+nodes_opts(_) ->
+    #{}.
+
+%% What a recording gives back: the events kept (oldest first), how many
+%% were lost (overwritten, dropped, or given way), and with `nodes' the
+%% nodes recorded on and those left out with the reason.
+recorded(#{events := Events, dropped := Lost} = Summary) ->
+    case Summary of
+        #{nodes := Nodes} ->
+            #{events => Events, lost => Lost,
+              nodes => lists:sort([N || N := #{state := S} <- Nodes, not is_failed(S)]),
+              failed => lists:sort([{N, Why} || N := #{state := {failed, Why}} <- Nodes])};
+        _ ->
+            #{events => Events, lost => Lost}
+    end.
+
+is_failed({failed, _}) -> true;
+is_failed(_) -> false.
 
 %% Names of the processes to trace, as they are when the case starts
 %% (they may be gone when the trace is written); the test case process
@@ -345,9 +417,9 @@ stop_recorder(#state{current = #{recorder := R, tc := TC} = Cur} = St)
             #{tc_pid := Pid} when Pid =:= self() -> seq_trace:set_token([]);
             _ -> ok
         end,
-    case tracekit_recorder:stop(R) of
-        {ok, Res} ->
-            St#state{current = maps:merge(Cur, Res)};
+    case tracekit:stop(R) of
+        {ok, Summary} ->
+            St#state{current = maps:merge(Cur, recorded(Summary))};
         {error, Why} ->
             log_error("the recorder of ~tw was gone: ~tp", [TC, Why]),
             St#state{current = none}
@@ -379,8 +451,22 @@ outcome(_) -> passed.
 %%% Writing -------------------------------------------------------------------
 
 %% With `nodes', each line begins with its event's node.
-node_prefix(E, #{nodes := _}) -> [atom_to_list(tracekit_recorder:event_node(E)), " "];
+node_prefix(E, #{nodes := _}) -> [atom_to_list(event_node(E)), " "];
 node_prefix(_, _) -> "".
+
+%% The node where an event happened: its process's, or for a seq_trace
+%% event the sender's (send, print) or the receiver's.
+event_node({seq_trace, _, Info}) -> info_node(Info);
+event_node({seq_trace, _, Info, _}) -> info_node(Info);
+event_node(E) when tuple_size(E) >= 2 ->
+    case element(2, E) of
+        P when is_pid(P); is_port(P) -> node(P);
+        _ -> node()
+    end.
+
+info_node({'receive', _, _, To, _}) when is_pid(To) -> node(To);
+info_node({_, _, From, _, _}) when is_pid(From) -> node(From);
+info_node(_) -> node().
 
 nodes_line(#{nodes := Nodes} = Rec) ->
     io_lib:format("recorded on ~ts~ts~n",
@@ -403,15 +489,16 @@ write(#{logfile := Log, suite := Suite, tc := TC, events := All, lost := Lost,
     Header = io_lib:format("tracekit trace of ~tw:~tw (~w): ~w events of the test "
                            "case body (~w earlier events lost)~n~ts",
                            [Suite, TC, Outcome, length(Events), Lost, nodes_line(Rec)]),
+    TextOpts = text_opts(Suite, Events, Opts, FOpts),
     Lines = [[node_prefix(E, Opts), Line, $\n]
-             || {E, Line} <- tracekit_format:events(Events, text_opts(Suite, Events, Opts, FOpts))],
+             || {E, Line} <- tracekit_format:events(Events, TextOpts)],
     ok = file:write_file(Base ++ ".txt", unicode:characters_to_binary([Header, Lines])),
     Diagrams = [diagram(Base ++ ".messages.mmd", "messages",
                         message_arrows(Events), Names, FOpts)
                 || maps:get(messages, Opts)]
         ++ [diagram(Base ++ ".seq.mmd", "seq_trace", seq_arrows(Events), Names, FOpts)
             || maps:get(seq_trace, Opts)],
-    Report = report(Base ++ ".html", Events, Suite, TC, Outcome, Lost, Names, FOpts),
+    Report = report(Base ++ ".html", Events, Suite, TC, Outcome, Lost, Names, TextOpts),
     Links = [html_link(F, Text) || {F, Text} <- [{Base ++ ".txt", "events"} | Report] ++ Diagrams],
     ct:log("tracekit: ~w events of ~tw recorded: ~ts",
            [length(Events), TC, lists:join(", ", Links)]).
@@ -473,16 +560,16 @@ is_proc_event(E, Pid) ->
         lists:member(element(3, E), [spawn, spawned, exit, link, unlink, getting_linked,
                                      getting_unlinked, register, unregister]).
 
-%% The HTML report of the case (tracekit_report); a failure to write it
+%% The HTML report of the case (tracekit_report), its table printed as the
+%% text file prints (records, short references); a failure to write it
 %% is logged and leaves the other files.
 report(File, Events, Suite, TC, Outcome, Lost, Names, FOpts) ->
     Title = io_lib:format("tracekit: ~tw:~tw (~w)", [Suite, TC, Outcome]),
     Note = io_lib:format("~w events of the test case body (~w earlier events lost)",
                          [length(Events), Lost]),
-    case tracekit_report:write(Events, File, #{title => Title, note => Note, lost => Lost,
-                                               names => Names,
-                                               depth => maps:get(depth, FOpts),
-                                               line_length => maps:get(line_length, FOpts)}) of
+    Opts = maps:merge(maps:with([depth, line_length, records, short_refs], FOpts),
+                      #{title => Title, note => Note, lost => Lost, names => Names}),
+    case tracekit_report:write(Events, File, Opts) of
         {ok, _} ->
             [{File, "HTML report"}];
         {error, Why} ->

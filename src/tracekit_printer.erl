@@ -10,7 +10,8 @@
 %% references.
 -module(tracekit_printer).
 
--export([new/2, line/4, put_chars/3, names/1, add_names/2, colour/1, processes/1]).
+-export([new/2, line/4, put_chars/3, add_names/2, colour/1, processes/1, io_pid/1,
+         format_ms/0]).
 
 -type names() :: #{pid() => atom()}.
 -opaque state() :: #{names := names(),
@@ -110,10 +111,10 @@ format_line(Formatter, E) ->
             timeout
     end.
 
-%% @doc The names known so far.
--spec names(state()) -> names().
-names(#{names := Names}) ->
-    Names.
+%% @doc How long the user's format fun may take for a line.
+-spec format_ms() -> pos_integer().
+format_ms() ->
+    ?FORMAT_MS.
 
 %% @doc Adds names (learnt elsewhere: from the agents of a cluster trace).
 -spec add_names(names(), state()) -> state().
@@ -138,7 +139,7 @@ colour(Opts) ->
 %% Whether an io device writes to a terminal (the shell's standard_io
 %% does; a file or a capture does not), asked with a time limit.
 terminal(Io) ->
-    case tracekit_setup:io_pid(Io) of
+    case io_pid(Io) of
         Pid when is_pid(Pid) ->
             Mon = monitor(process, Pid),
             Pid ! {io_request, self(), Mon, getopts},
@@ -229,7 +230,7 @@ format_failed(E, Why) ->
 %% is gone takes nothing, as io:put_chars/2 would fail.
 -spec put_chars(io:device(), unicode:chardata(), timeout()) -> ok | timeout.
 put_chars(Io, Chars, Ms) ->
-    case tracekit_setup:io_pid(Io) of
+    case io_pid(Io) of
         Pid when is_pid(Pid) ->
             Mon = monitor(process, Pid),
             Pid ! {io_request, self(), Mon, {put_chars, unicode, Chars}},
@@ -266,3 +267,10 @@ name(P, Names) when node(P) =:= node() ->
     end;
 name(_P, Names) ->
     Names.
+
+%% @doc The process of an io device: `standard_io' is the group leader.
+-spec io_pid(io:device()) -> pid() | undefined.
+io_pid(standard_io) -> group_leader();
+io_pid(Name) when is_atom(Name) -> whereis(Name);
+io_pid(Pid) when is_pid(Pid) -> Pid;
+io_pid(_) -> undefined.

@@ -2,7 +2,7 @@
 %% stand in for the shell.
 -module(tk_capture).
 
--export([start/0, stop/1, text/1, lines/1, wait_for/3]).
+-export([start/0, stop/1, text/1, lines/1, wait_for/3, clear/1]).
 
 start() ->
     spawn(fun() -> loop([]) end).
@@ -14,6 +14,11 @@ stop(C) ->
 text(C) ->
     C ! {'$text', self()},
     receive {'$text', C, T} -> T after 10000 -> error(capture_timeout) end.
+
+%% Forgets what was written so far.
+clear(C) ->
+    C ! {'$clear', self()},
+    receive {'$clear', C} -> ok after 10000 -> error(capture_timeout) end.
 
 %% The complete lines written so far.
 lines(C) ->
@@ -37,7 +42,10 @@ loop(Acc) ->
             loop(Acc1);
         {'$text', From} ->
             From ! {'$text', self(), unicode:characters_to_list(lists:reverse(Acc))},
-            loop(Acc)
+            loop(Acc);
+        {'$clear', From} ->
+            From ! {'$clear', self()},
+            loop([])
     end.
 
 request({put_chars, _Enc, Chars}, Acc) ->

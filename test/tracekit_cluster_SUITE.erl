@@ -16,7 +16,12 @@
          caller_killed/1, origin_node_stopped/1, node_without_tracekit/1,
          bad_nodes/1, files_fetched/1, files_in_deep_dir/1,
          stop_when_monitored_from_another_node/1, hidden_node/1,
-         agent_killed_leaves_no_file/1, node_cannot_write_its_file/1]).
+         agent_killed_leaves_no_file/1, node_cannot_write_its_file/1,
+         other_protocol_refused/1, older_tracekit_refused/1, frozen_node_is_late/1,
+         file_counts_per_node/1, disconnection_keeps_remote_files/1,
+         remote_files_are_private/1, stopped_node_leaves_nothing_once_restarted/1,
+         own_work_is_not_traced/1, lent_node_cleaned_when_caller_killed/1,
+         other_release_is_refused/1]).
 %% Called on the nodes.
 -export([tick/1, ticker/2, server/0, start_trace/2]).
 
@@ -28,7 +33,11 @@ all() ->
      limit_is_exact_across_nodes, node_killed, node_disconnected, caller_killed,
      origin_node_stopped, node_without_tracekit, bad_nodes, files_fetched,
      files_in_deep_dir, stop_when_monitored_from_another_node, hidden_node,
-     agent_killed_leaves_no_file, node_cannot_write_its_file].
+     agent_killed_leaves_no_file, node_cannot_write_its_file,
+     other_protocol_refused, older_tracekit_refused, frozen_node_is_late,
+     file_counts_per_node, disconnection_keeps_remote_files, remote_files_are_private,
+     stopped_node_leaves_nothing_once_restarted, own_work_is_not_traced,
+     lent_node_cleaned_when_caller_killed, other_release_is_refused].
 
 init_per_suite(Config) ->
     case node() of
@@ -138,7 +147,7 @@ merged_order(_Config) ->
         %% here with the horizon check left out). That time is short,
         %% except in a VM under AddressSanitizer (make test-nif-asan),
         %% where it took 5.4 ms: there it is only logged.
-        Times = [tracekit_runner:event_time(E) - element(1, maps:get(node(element(2, E)), Clocks))
+        Times = [tracekit_nodes:event_time(E) - element(1, maps:get(node(element(2, E)), Clocks))
                  || E <- Events],
         Late = lateness(Times),
         ct:log("events out of timestamp order by at most ~p us", [Late]),
@@ -358,18 +367,89 @@ wait_until(Pred, Until) ->
 
 %%% Nodes that cannot take part ---------------------------------------------------
 
-%% A node without tracekit in its code path: one error naming it, and
-%% nothing traced anywhere.
-node_without_tracekit(_Config) ->
+%% A node without tracekit in its code path (and the same release): it is
+%% lent tracekit for the trace, its events are there, and once the trace
+%% is over the node is as it was: no module of tracekit loaded (nor old
+%% code), no process running it, no directory left.
+node_without_tracekit(Config) ->
     [{_, Good}] = Peers1 = peers(1),
     [{_, Bare}] = Peers2 = peers(1, false),
     try
-        R = tracekit:calls("tracekit_cluster_SUITE:tick/1", #{nodes => [node(), Good, Bare]}),
-        ct:log("~p", [R]),
-        ?assertMatch({error, {bad_node, Bare, "tracekit is not loaded there" ++ _}}, R),
-        [?assertEqual([], tracekit_sessions(N)) || N <- [node(), Good, Bare]]
+        ?assertEqual(non_existing, erpc:call(Bare, code, which, [tracekit_agent])),
+        {T, Tickers} = ticks_everywhere([node(), Good, Bare], 50, #{io => ?config(io, Config)}),
+        wait_dead(Tickers),
+        timer:sleep(200),
+        {ok, #{events := Events, nodes := PerNode}} = tracekit:stop(T),
+        ct:log("~p", [PerNode]),
+        [?assertEqual(lists:seq(1, 50), [I || {trace_ts, P1, call, {_, tick, [I]}, _} <- Events,
+                                              P1 =:= P])
+         || P <- Tickers],
+        ?assertMatch(#{shown := 50, state := closed}, maps:get(Bare, PerNode)),
+        wait_until(fun() -> as_it_was(Bare) end, erlang:monotonic_time(millisecond) + 3000)
     after
         stop_peers(Peers1 ++ Peers2)
+    end.
+
+%% The process that started a trace on a node that was lent tracekit is
+%% killed: the node is as it was soon after.
+lent_node_cleaned_when_caller_killed(_Config) ->
+    [{_, Bare}] = Peers = peers(1, false),
+    try
+        Self = self(),
+        Caller = spawn(fun() ->
+                               {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                                                        #{nodes => [node(), Bare], print => false}),
+                               Self ! {started, T},
+                               receive never -> ok end
+                       end),
+        receive {started, _} -> ok after 20000 -> ct:fail(not_started) end,
+        ?assertNotEqual(non_existing, erpc:call(Bare, code, which, [tracekit_agent])),
+        exit(Caller, kill),
+        wait_until(fun() -> as_it_was(Bare) end, erlang:monotonic_time(millisecond) + 3000)
+    after
+        stop_peers(Peers)
+    end.
+
+as_it_was(Node) ->
+    Loaded = [M || {M, _} <- erpc:call(Node, code, all_loaded, []),
+                   lists:prefix("tracekit", atom_to_list(M)),
+                   M =/= ?MODULE],
+    Old = [M || M <- [tracekit_agent, tracekit_ring, tracekit_push, tracekit_nif],
+                erpc:call(Node, erlang, check_old_code, [M])],
+    Dirs = erpc:call(Node, filelib, wildcard, ["/tmp/tracekit-" ++ atom_to_list(Node) ++ "-*"]),
+    Loaded =:= [] andalso Old =:= [] andalso Dirs =:= []
+        andalso tracekit_sessions(Node) =:= [].
+
+%% A node without tracekit that runs another release: refused with the
+%% reason, nothing traced anywhere. (The other release is the one
+%% scripts/otp provisions beside this one.)
+other_release_is_refused(_Config) ->
+    Mine = erlang:system_info(otp_release),
+    Other = case Mine of "27" -> "29"; _ -> "27" end,
+    Cache = case os:getenv("TRACEKIT_CACHE") of
+                false -> filename:join([os:getenv("HOME"), ".cache", "tracekit"]);
+                C -> C
+            end,
+    case filelib:wildcard(filename:join([Cache, "otp-" ++ Other ++ "-*", "root", "usr", "bin", "erl"])) of
+        [] ->
+            {skip, "OTP " ++ Other ++ " is not provisioned here"};
+        [Erl | _] ->
+            Path = filename:dirname(code:which(?MODULE)),
+            {ok, P, Node} = peer:start_link(#{name => peer:random_name(?MODULE), exec => Erl,
+                                              args => ["-pa", Path]}),
+            try
+                R = tracekit:calls("tracekit_cluster_SUITE:tick/1", #{nodes => [node(), Node]}),
+                ct:log("~p", [R]),
+                {error, {bad_node, Node, Why}} = R,
+                ?assert(lists:prefix("tracekit is not loaded there, and it cannot be lent: it "
+                                     "runs OTP " ++ Other, Why)),
+                ?assertEqual([], tracekit_sessions(node())),
+                ?assertEqual([], [M || {M, _} <- erpc:call(Node, code, all_loaded, []),
+                                       lists:prefix("tracekit_", atom_to_list(M)),
+                                       M =/= ?MODULE])
+            after
+                peer:stop(P)
+            end
     end.
 
 bad_nodes(_Config) ->
@@ -406,7 +486,7 @@ files_fetched(Config) ->
                                                P1 =:= P])
          || P <- Tickers],
         %% Nothing is left in the peers' temporary directories.
-        [?assertEqual([], erpc:call(N, filelib, wildcard, ["/tmp/tracekit-*" ++ atom_to_list(N) ++ ".tkt"]))
+        [?assertEqual([], erpc:call(N, filelib, wildcard, ["/tmp/tracekit-" ++ atom_to_list(N) ++ "-*"]))
          || N <- Nodes]
     after
         stop_peers(Peers)
@@ -484,7 +564,7 @@ agent_killed_leaves_no_file(Config) ->
     ok = filelib:ensure_path(Dir),
     [{_, Node}] = Peers = peers(1),
     Temp = fun() -> erpc:call(Node, filelib, wildcard,
-                              ["/tmp/tracekit-*" ++ atom_to_list(Node) ++ ".tkt"]) end,
+                              ["/tmp/tracekit-" ++ atom_to_list(Node) ++ "-*/*.tkt"]) end,
     try
         {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
                                  #{nodes => [node(), Node], file => Dir, io => ?config(io, Config)}),
@@ -513,11 +593,255 @@ node_cannot_write_its_file(Config) ->
         R = tracekit:calls("tracekit_cluster_SUITE:tick/1",
                            #{nodes => [node(), Node], file => Dir, io => ?config(io, Config)}),
         ct:log("~p", [R]),
-        ?assertMatch({error, {bad_node, Node, "cannot create the trace file /nonexistent/tracekit/"
-                              ++ _}}, R),
+        ?assertMatch({error, {bad_node, Node, "cannot make a private directory for its trace "
+                              "file in /nonexistent/tracekit: " ++ _}}, R),
         [?assertEqual([], tracekit_sessions(N)) || N <- [node(), Node]]
     after
         stop_peers([{P, Node}])
+    end.
+
+%%% Nodes of another tracekit ------------------------------------------------------
+
+%% A node whose tracekit speaks another protocol (another release of it,
+%% with the same application version): refused at once with both
+%% versions, nothing traced anywhere.
+other_protocol_refused(Config) ->
+    [{_, Node}] = Peers = peers(1),
+    try
+        Src = filename:join([code:lib_dir(tracekit), "src", "tracekit_proto.erl"]),
+        {ok, Mod, Bin} = compile:file(Src, [binary, {d, 'TRACEKIT_PROTOCOL', 1}]),
+        {module, Mod} = erpc:call(Node, code, load_binary, [Mod, "tracekit_proto.erl", Bin]),
+        T0 = erlang:monotonic_time(millisecond),
+        R = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                           #{nodes => [node(), Node], io => ?config(io, Config)}),
+        Ms = erlang:monotonic_time(millisecond) - T0,
+        ct:log("~p in ~p ms", [R, Ms]),
+        ?assertMatch({error, {bad_node, Node, "it runs tracekit of protocol 1, this node "
+                              "protocol 2" ++ _}}, R),
+        ?assert(Ms < 3000),
+        [?assertEqual([], tracekit_sessions(N)) || N <- [node(), Node]]
+    after
+        stop_peers(Peers)
+    end.
+
+%% A node with a tracekit from before the protocol had a version (no
+%% tracekit_proto there): refused as protocol 1.
+older_tracekit_refused(Config) ->
+    [{_, Node}] = Peers = peers(1),
+    try
+        {module, tracekit_agent} = erpc:call(Node, code, ensure_loaded, [tracekit_agent]),
+        true = erpc:call(Node, code, del_path, [filename:dirname(code:which(tracekit))]),
+        _ = erpc:call(Node, code, purge, [tracekit_proto]),
+        _ = erpc:call(Node, code, delete, [tracekit_proto]),
+        R = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                           #{nodes => [node(), Node], io => ?config(io, Config)}),
+        ct:log("~p", [R]),
+        ?assertMatch({error, {bad_node, Node, "it runs tracekit of protocol 1, this node "
+                              "protocol 2" ++ _}}, R),
+        [?assertEqual([], tracekit_sessions(N)) || N <- [node(), Node]]
+    after
+        stop_peers(Peers)
+    end.
+
+%% A node frozen mid-trace (SIGSTOP) does not hold the others: their
+%% events flow on, the trace ends at its time, and every call of the
+%% healthy node is shown or counted as dropped; the frozen one is late.
+frozen_node_is_late(_Config) ->
+    [{_, Frozen}] = Peers = peers(1),
+    OsPid = erpc:call(Frozen, os, getpid, []),
+    try
+        {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                                 #{nodes => [node(), Frozen], print => false,
+                                   max_events => infinity, max_time => infinity}),
+        Go = make_ref(),
+        erpc:call(Frozen, ?MODULE, ticker, [100, Go]) ! Go,
+        timer:sleep(300),
+        _ = os:cmd("kill -STOP " ++ OsPid),
+        N = 4000,
+        Ticker = ticker(N, Go),
+        Ticker ! Go,
+        wait_dead([Ticker]),
+        timer:sleep(tracekit_nodes:late_ms() + 500),
+        T0 = erlang:monotonic_time(millisecond),
+        {ok, #{nodes := PerNode, events := Events}} = tracekit:stop(T),
+        Ms = erlang:monotonic_time(millisecond) - T0,
+        ct:log("stopped in ~p ms~n~p", [Ms, PerNode]),
+        #{shown := Shown, dropped := Dropped, state := closed} = maps:get(node(), PerNode),
+        ?assertEqual(N, Shown + Dropped),
+        ?assertEqual(N, length([E || {trace_ts, P, call, _, _} = E <- Events, P =:= Ticker])),
+        ?assertMatch(#{state := {late, _}}, maps:get(Frozen, PerNode)),
+        ?assert(Ms < tracekit_nodes:late_ms() + 3000)
+    after
+        _ = os:cmd("kill -CONT " ++ OsPid),
+        stop_peers(Peers)
+    end.
+
+%%% Trace files across nodes -----------------------------------------------------
+
+%% In file mode each node's shown count is the events its file holds
+%% (counted only once the node has closed, its last events written), run
+%% after run.
+file_counts_per_node(Config) ->
+    Peers = peers(2),
+    Nodes = [node() | [N || {_, N} <- Peers]],
+    try
+        [begin
+             Dir = filename:join(?config(priv_dir, Config), "counts" ++ integer_to_list(I)),
+             ok = filelib:ensure_path(Dir),
+             {T, Tickers} = ticks_everywhere(Nodes, 2000, #{file => Dir}),
+             timer:sleep(20 * I),
+             {ok, #{nodes := PerNode, files := Files}} = tracekit:stop(T),
+             wait_dead(Tickers),
+             ct:log("~p", [PerNode]),
+             [begin
+                  File = filename:join(Dir, atom_to_list(Node) ++ ".tkt"),
+                  ?assert(lists:member(File, Files)),
+                  {ok, Events} = tracekit_file:read(File),
+                  ?assertMatch(#{shown := S} when S =:= length(Events), maps:get(Node, PerNode))
+              end || Node <- Nodes]
+         end || I <- lists:seq(1, 5)],
+        ok
+    after
+        stop_peers(Peers)
+    end.
+
+%% One peer is disconnected (global then disconnects the others from it,
+%% or from this node): the files of the nodes that still run are fetched
+%% all the same, once connected again.
+disconnection_keeps_remote_files(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "disconnected"),
+    ok = filelib:ensure_path(Dir),
+    %% Peers controlled through their standard io, so that they outlive
+    %% the loss of the distribution connection.
+    Paths = lists:append([["-pa", filename:dirname(code:which(M))] || M <- [?MODULE, tracekit]]),
+    Peers = [begin
+                 {ok, P, N} = peer:start_link(#{name => peer:random_name(?MODULE), args => Paths,
+                                                connection => standard_io}),
+                 pong = net_adm:ping(N),
+                 {P, N}
+             end || _ <- [1, 2]],
+    [{_, A}, {_, B}] = Peers,
+    Nodes = [node(), A, B],
+    try
+        pong = erpc:call(A, net_adm, ping, [B]),
+        {T, Tickers} = ticks_everywhere(Nodes, 300, #{file => Dir}),
+        wait_dead(Tickers),
+        timer:sleep(200),
+        true = net_kernel:disconnect(A),
+        timer:sleep(500),
+        {ok, #{files := Files, nodes := PerNode}} = tracekit:stop(T),
+        ct:log("~p~n~p", [Files, PerNode]),
+        ?assertEqual(lists:sort([filename:join(Dir, atom_to_list(N) ++ ".tkt") || N <- Nodes]),
+                     Files),
+        {ok, Events} = tracekit_file:read(Files),
+        [?assertEqual(lists:seq(1, 300), [I || {trace_ts, P1, call, {_, tick, [I]}, _} <- Events,
+                                               P1 =:= P])
+         || P <- Tickers]
+    after
+        stop_peers(Peers)
+    end.
+
+%% A remote node's file is made in a directory of its own that only its
+%% user can enter, with a name that cannot be guessed, and goes with it.
+remote_files_are_private(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "private"),
+    ok = filelib:ensure_path(Dir),
+    [{_, Node}] = Peers = peers(1),
+    Private = fun() -> erpc:call(Node, filelib, wildcard,
+                                 ["/tmp/tracekit-" ++ atom_to_list(Node) ++ "-*"]) end,
+    try
+        Dirs = [begin
+                    {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                                             #{nodes => [node(), Node], file => Dir,
+                                               print => false}),
+                    [D] = Private(),
+                    {ok, Info} = erpc:call(Node, file, read_link_info, [D]),
+                    ?assertEqual(directory, element(3, Info)),
+                    ?assertEqual(8#700, element(8, Info) band 8#777),
+                    {ok, _} = tracekit:stop(T),
+                    ?assertEqual([], Private()),
+                    {ok, Fetched} = file:read_link_info(filename:join(Dir, atom_to_list(Node) ++ ".tkt")),
+                    ?assertEqual(0, element(8, Fetched) band 8#077),
+                    ok = file:delete(filename:join(Dir, atom_to_list(Node) ++ ".tkt")),
+                    ok = file:delete(filename:join(Dir, atom_to_list(node()) ++ ".tkt")),
+                    D
+                end || _ <- [1, 2]],
+        ct:log("~p", [Dirs]),
+        ?assertEqual(2, length(lists:usort(Dirs)))
+    after
+        stop_peers(Peers)
+    end.
+
+%% A node stopped (killed) while it wrote a trace file leaves its private
+%% directory; once a node of the same name runs tracekit again, it is
+%% gone.
+stopped_node_leaves_nothing_once_restarted(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "restarted"),
+    ok = filelib:ensure_path(Dir),
+    Name = peer:random_name(?MODULE),
+    Paths = lists:append([["-pa", filename:dirname(code:which(M))] || M <- [?MODULE, tracekit]]),
+    {ok, P1, Node} = peer:start(#{name => Name, args => Paths}),
+    Left = "/tmp/tracekit-" ++ atom_to_list(Node) ++ "-*",
+    {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                             #{nodes => [node(), Node], file => Dir, print => false}),
+    [_] = filelib:wildcard(Left),
+    _ = os:cmd("kill -9 " ++ erpc:call(Node, os, getpid, [])),
+    try peer:stop(P1) catch _:_ -> ok end,
+    _ = tracekit:stop(T),
+    ?assertMatch([_], filelib:wildcard(Left)),
+    {ok, P2, Node} = peer:start(#{name => Name, args => Paths}),
+    ok = filelib:ensure_path(Dir ++ "2"),
+    try
+        {ok, T2} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                                  #{nodes => [node(), Node], file => Dir ++ "2", print => false}),
+        %% Only the new trace's directory.
+        [New] = filelib:wildcard(Left),
+        ?assertNotEqual(nomatch, string:find(New, erpc:call(Node, os, getpid, []))),
+        {ok, _} = tracekit:stop(T2),
+        ?assertEqual([], filelib:wildcard(Left))
+    after
+        peer:stop(P2)
+    end.
+
+%%% tracekit's own work -----------------------------------------------------------
+
+%% Every function of the modules tracekit uses, traced in every process of
+%% two nodes (printed and collected): no event comes from tracekit's own
+%% processes on either node, nor from the process that starts and stops
+%% the trace.
+own_work_is_not_traced(Config) ->
+    Io = ?config(io, Config),
+    [{_, Node}] = Peers = peers(1),
+    try
+        [begin
+             {ok, T} = tracekit:calls(atom_to_list(M) ++ ":_",
+                                      #{nodes => [node(), Node], print => Print, io => Io,
+                                        max_events => infinity, max_time => infinity}),
+             %% (Asked by another process: this one only starts, waits
+             %% and stops, being traced too.)
+             Self = self(),
+             spawn(fun() -> Self ! {own, erpc:call(Node, tracekit_own, processes, [])
+                                          ++ tracekit_own:processes()} end),
+             Own = receive {own, O} -> O end,
+             receive after 50 -> ok end,
+             {ok, Summary} = tracekit:stop(T),
+             Pids = case Summary of
+                        #{events := Es} -> lists:usort([element(2, E) || E <- Es]);
+                        #{} -> lists:usort([P || L <- tk_capture:lines(Io),
+                                                 {match, [P]} <- [re:run(L, "^\\S+ [0-9:.]+ (<[0-9.]+>)",
+                                                                         [{capture, all_but_first, list}])]])
+                    end,
+             ct:log("~w (print ~w): ~w; tracekit's ~w", [M, Print, Pids, Own]),
+             ?assertEqual([], [P || P <- Pids, lists:member(P, [T, self() | Own])
+                                       orelse (is_list(P) andalso
+                                               lists:member(P, [pid_to_list(X) || X <- [T, self() | Own],
+                                                                                   node(X) =:= node()]))]),
+             tk_capture:clear(Io)
+         end || M <- [lists, maps, ets, io_lib, gen_server, erpc, timer, proplists, unicode, file],
+                Print <- [true, false]],
+        ok
+    after
+        stop_peers(Peers)
     end.
 
 wait_dead(Pids) ->
