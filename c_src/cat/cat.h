@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tk_ext.h"
 #include "tk_tfile.h"
 
 /* Exit statuses (README.md, tracekit-cat). */
@@ -56,10 +57,7 @@ void sb_int(sbuf *b, int64_t v);
 /* A code point as UTF-8. */
 void sb_utf8(sbuf *b, uint32_t c);
 
-/* Decodes one UTF-8 character as Erlang's /utf8 matching accepts it (no
- * overlong forms, no surrogates, at most U+10FFFF). Returns its byte
- * length and *c, or 0 if none starts at p. */
-size_t utf8_next(const unsigned char *p, size_t n, uint32_t *c);
+/* UTF-8 is decoded by tk_utf8_next (tk_ext.h). */
 
 /* ---- output (out.c) ------------------------------------------------------- */
 

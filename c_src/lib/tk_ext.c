@@ -23,15 +23,17 @@ static uint32_t be32(const unsigned char *b)
     return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
 }
 
-/* One UTF-8 character as binary_to_term takes it in an atom (no overlong
- * forms, no surrogates, at most U+10FFFF): its length, or 0. */
-static size_t utf8_char(const unsigned char *p, size_t n)
+size_t tk_utf8_next(const unsigned char *p, size_t n, uint32_t *c)
 {
+    if (n == 0)
+        return 0;
     unsigned b = p[0];
     size_t len;
     uint32_t v, min;
-    if (b < 0x80)
+    if (b < 0x80) {
+        *c = b;
         return 1;
+    }
     if ((b & 0xE0) == 0xC0)
         len = 2, v = b & 0x1F, min = 0x80;
     else if ((b & 0xF0) == 0xE0)
@@ -47,7 +49,10 @@ static size_t utf8_char(const unsigned char *p, size_t n)
             return 0;
         v = v << 6 | (p[i] & 0x3F);
     }
-    return v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF) ? 0 : len;
+    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+        return 0;
+    *c = v;
+    return len;
 }
 
 /* An atom at in->at (any of its four tags), stepped over. */
@@ -69,7 +74,8 @@ static bool atom(ext_in *in)
     const unsigned char *s = in->p + in->at;
     size_t chars = 0;
     for (size_t i = 0; i < n; chars++) {
-        size_t k = utf8 ? utf8_char(s + i, n - i) : 1;
+        uint32_t c;
+        size_t k = utf8 ? tk_utf8_next(s + i, n - i, &c) : 1;
         if (k == 0)
             return false;
         i += k;

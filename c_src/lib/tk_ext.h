@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tk_term.h"
 
@@ -51,5 +52,11 @@ static inline bool tk_ext_entry_ok(tk_ext_kind k)
 /* The longest dictionary entry: a pid (NEW_PID_EXT) of a node whose name
  * is 255 characters of 4 bytes, with the version byte. */
 #define TK_EXT_ENTRY_MAX (1u + 1u + 3u + 4u * TK_EXT_MAX_ATOM_CHARS + 12u)
+
+/* Decodes one UTF-8 character as Erlang takes it (binary_to_term in an
+ * atom, /utf8 matching): no overlong forms, no surrogates, at most
+ * U+10FFFF. Its byte length and *c, or 0 if none starts at p. The one
+ * decoder of the readers (tk_ext_check, tracekit-cat's terms and text). */
+size_t tk_utf8_next(const unsigned char *p, size_t n, uint32_t *c);
 
 #endif
