@@ -30,26 +30,26 @@
 %% wrote it to be read (by {@link read/1} here, or by `tracekit-cat').
 -module(tracekit_file).
 
--export([new/1, stats/1, flush/1, close/1, set/2]).
+-export([new/1, stats/1, flush/1, close/1, set/2, private_dir/2]).
 -export([fold/3, fold/4, read/1, format/1, format/2]).
+%% The NIFs of reading, for tracekit_file_reader.
+-export([reader_open/1, reader_next/1, reader_resync/1, reader_close/1,
+         reader_dict/2, reader_events/3]).
 
 -on_load(init/0).
 
--nifs([new_nif/9, stats/1, flush/1, close/1, set_nif/4]).
+-nifs([new_nif/2, stats/1, flush/1, close/1, set_nif/4, private_dir_nif/2,
+       reader_open/1, reader_next/1, reader_resync/1, reader_close/1,
+       reader_dict/2, reader_events/3]).
 
 -define(DEFAULT_BUFFER, 1 bsl 20).
 %% The largest rate limit: its window keeps one stamp per event
 %% (TK_LIMIT_RATE_MAX), over at most a day (TK_FILE_RATE_MS_MAX).
 -define(RATE_N_MAX, 1000000).
 -define(RATE_MS_MAX, 86400000).
-%% Chunk types (FORMAT.md).
--define(HEADER, 1).
--define(DICT, 2).
--define(EVENTS, 3).
--define(LOST, 4).
--define(END, 5).
 
 -opaque file() :: reference().
+-opaque reader() :: reference().
 -type path() :: file:name_all().
 -type source() :: path() | [path()].
 -type options() :: #{path := path(),
@@ -59,7 +59,11 @@
                      payload => full | none | {max_bytes, pos_integer()},
                      tags => [atom()],
                      max_events => pos_integer() | infinity,
-                     rate => none | {pos_integer(), pos_integer()}}.
+                     rate => none | {pos_integer(), pos_integer()},
+                     mode => mode()}.
+%% Permission bits: owner read and write, and any of group and others'
+%% read and write (8#600 .. 8#666).
+-type mode() :: 8#600..8#666.
 -type stats() :: #{written := non_neg_integer(),
                    dropped := non_neg_integer(),
                    bytes := non_neg_integer(),
@@ -77,13 +81,14 @@
                    tags := all | [atom()],
                    path := binary(),
                    over := non_neg_integer(),
+                   overwritten := non_neg_integer(),
                    limit := none | tracekit_limits:reason()}.
 -type read_error() :: {corrupt, file:filename_all(), non_neg_integer()}
                     | {skipped, [{file:filename_all(), non_neg_integer(),
                                   non_neg_integer() | eof}]}
                     | {file, path(), file:posix() | not_a_trace}
                     | {no_files, path()}.
--export_type([file/0, options/0, stats/0, source/0, read_error/0]).
+-export_type([file/0, options/0, stats/0, source/0, read_error/0, reader/0]).
 
 -include("tracer_callbacks.hrl").
 
@@ -110,7 +115,17 @@ init() ->
 %% <dt>`rate'</dt><dd>`{N, Milliseconds}': stop writing at the first event
 %%   that would make more than N within that time (default `none'; N at
 %%   most 1,000,000, the time at most a day).</dd>
+%% <dt>`mode'</dt><dd>the files' permission bits (default `8#600': the
+%%   owner's alone): owner read and write, and any of read and write for
+%%   group and others (`8#640', `8#644', `8#666', ...); never execute or
+%%   special bits.</dd>
 %% </dl>
+%% Each file is made new (never written through a symbolic link, never
+%% into a file someone else made), with exactly those bits: trace files
+%% hold message contents. An earlier trace file of the same user at the
+%% path is replaced; anything else there is left alone and refused
+%% (`{error, {file, Path, eexist}}'). Make files in a directory of your
+%% own ({@link private_dir/2}) on a machine others use.
 %% The limits are those of {@link tracekit:calls/2}, applied by the writer
 %% to the events in time order (by the stamps of the records): the file
 %% ends at the event a printed trace would end at. Events after it are
@@ -129,7 +144,8 @@ new(Opts) when is_list(Opts) ->
     end;
 new(#{path := Path} = Opts) ->
     Defaults = #{wrap => none, max_bytes => infinity, buffer => ?DEFAULT_BUFFER,
-                 payload => full, tags => all, max_events => infinity, rate => none},
+                 payload => full, tags => all, max_events => infinity, rate => none,
+                 mode => 8#600},
     case check(maps:to_list(maps:remove(path, Opts)), Defaults) of
         {ok, O} ->
             case path_binary(Path) of
@@ -146,19 +162,20 @@ new(Opts) ->
 
 open(Path, Bin, #{wrap := Wrap, max_bytes := MaxBytes, buffer := Size,
                   payload := Payload, tags := Tags, max_events := MaxEvents,
-                  rate := Rate}) ->
-    {Mode, Max} = case Payload of
-                      {max_bytes, N} -> {max_bytes, N};
-                      Other -> {Other, 0}
-                  end,
-    WrapArg = case Wrap of none -> {0, 0}; _ -> Wrap end,
-    Limit = case MaxBytes of infinity -> 0; _ -> MaxBytes end,
-    Meta = {node(), erlang:system_info(otp_release), version()},
-    Limits = {case MaxEvents of infinity -> 0; _ -> MaxEvents end,
-              case Rate of none -> 0; {RateN, _} -> RateN end,
-              case Rate of none -> 0; {_, RateMs} -> RateMs end},
-    case new_nif(Bin, WrapArg, Limit, Size, Mode, Max,
-                 case Tags of all -> true; L -> L end, Meta, Limits) of
+                  rate := Rate, mode := Mode}) ->
+    {PayloadMode, PayloadMax} = case Payload of
+                                    {max_bytes, N} -> {max_bytes, N};
+                                    Other -> {Other, 0}
+                                end,
+    Opts = #{wrap => case Wrap of none -> {0, 0}; _ -> Wrap end,
+             max_bytes => case MaxBytes of infinity -> 0; _ -> MaxBytes end,
+             buffer => Size, payload => PayloadMode, payload_max => PayloadMax,
+             tags => case Tags of all -> true; L -> L end,
+             meta => {node(), erlang:system_info(otp_release), version()},
+             max_events => case MaxEvents of infinity -> 0; _ -> MaxEvents end,
+             rate => case Rate of none -> {0, 0}; _ -> Rate end,
+             mode => Mode},
+    case new_nif(Bin, Opts) of
         {ok, _} = Ok -> Ok;
         {error, Posix} -> {error, {file, Path, Posix}}
     end.
@@ -195,6 +212,11 @@ check([{rate, R} = O | T], Acc) ->
             check(T, Acc#{rate := R});
         _ -> {error, {badopt, O}}
     end;
+check([{mode, M} = O | T], Acc) ->
+    case is_integer(M) andalso M band bnot 8#666 =:= 0 andalso M band 8#600 =:= 8#600 of
+        true -> check(T, Acc#{mode := M});
+        false -> {error, {badopt, O}}
+    end;
 check([{buffer, B} = O | T], Acc) ->
     ring_option(size, B, O, buffer, T, Acc);
 check([{payload, P} = O | T], Acc) ->
@@ -212,28 +234,60 @@ ring_option(RingKey, V, O, Key, T, Acc) ->
         {error, _} -> {error, {badopt, O}}
     end.
 
-path_binary(Path) when is_binary(Path), Path =/= <<>> ->
-    {ok, Path};
-path_binary(Path) when is_list(Path); is_atom(Path) ->
-    try unicode:characters_to_binary(filename:flatten(Path), unicode,
+path_binary(Path) ->
+    case name_binary(Path) of
+        {ok, Bin} when Bin =/= <<>> -> {ok, Bin};
+        _ -> error
+    end.
+
+new_nif(_Path, _Opts) ->
+    erlang:nif_error(not_loaded).
+
+%% @doc Makes a directory of the caller's own for trace files: in
+%% `Parent', named `Prefix' followed by 12 characters from the kernel's
+%% random source, made new (a name that was taken is never used) with
+%% permission bits exactly 8#700. Returns its path (a binary when `Parent'
+%% is one, else a string), or `{error, Posix}': `enotdir' when `Parent' is
+%% not a directory, `enoent' when it does not exist, `einval' when
+%% `Prefix' holds a `/'.
+-spec private_dir(file:name_all(), file:name_all()) ->
+          {ok, file:filename_all()} | {error, file:posix() | einval}.
+private_dir(Parent, Prefix) ->
+    case {name_binary(Parent), name_binary(Prefix)} of
+        {{ok, P}, {ok, X}} when P =/= <<>> ->
+            case private_dir_nif(P, X) of
+                {ok, Dir} when is_binary(Parent) -> {ok, Dir};
+                {ok, Dir} -> {ok, unicode:characters_to_list(Dir, file:native_name_encoding())};
+                {error, _} = E -> E
+            end;
+        _ ->
+            {error, einval}
+    end.
+
+private_dir_nif(_Parent, _Prefix) ->
+    erlang:nif_error(not_loaded).
+
+%% A file name as the bytes the OS takes.
+name_binary(Name) when is_binary(Name) ->
+    {ok, Name};
+name_binary(Name) when is_list(Name); is_atom(Name) ->
+    try unicode:characters_to_binary(filename:flatten(Name), unicode,
                                      file:native_name_encoding()) of
-        Bin when is_binary(Bin), Bin =/= <<>> -> {ok, Bin};
+        Bin when is_binary(Bin) -> {ok, Bin};
         _ -> error
     catch
         error:_ -> error
     end;
-path_binary(_) ->
+name_binary(_) ->
     error.
 
-new_nif(_Path, _Wrap, _MaxBytes, _Size, _Payload, _PayloadMax, _Tags, _Meta, _Limits) ->
-    erlang:nif_error(not_loaded).
-
 %% @doc Counters of the file. `written' events are in the files;
-%% `dropped' were offered but are not (a full buffer, the size limit, a
-%% failed write); `over' came after the `limit' reached (`none',
-%% `{max_events, N}' or `{rate, {N, Ms}}') and are left out on purpose;
-%% `buffered' wait to be written. Their sum is every event the VM
-%% offered. `bytes' written in all, `files' opened (a wrap set reuses
+%% `overwritten' were written to a file of a wrap set that wrapping has
+%% reused since; `dropped' were offered but never written (a full buffer,
+%% the size limit, a failed write); `over' came after the `limit' reached
+%% (`none', `{max_events, N}' or `{rate, {N, Ms}}') and are left out on
+%% purpose; `buffered' wait to be written. Their sum is every event the
+%% VM offered. `bytes' written in all, `files' opened (a wrap set reuses
 %% them), `write_errors' and `last_error' (a POSIX name), `filtered',
 %% `truncated', `producers' and the settings as in {@link
 %% tracekit_ring:stats/1}.
@@ -277,11 +331,14 @@ fold(Fun, Acc, Source) ->
 %% @doc Folds over the events of trace files, in time order across files
 %% and nodes: each event is the term OTP's process tracer would have sent
 %% for it. `Source' is a file, a wrap set's base name, or a list of them
-%% (the files of several nodes). A file cut short or damaged gives the
-%% events before the damage and `{error, {corrupt, File, Offset}, Acc}';
-%% with `#{damaged => skip}' reading goes on at the next good chunk, and
+%% (the files of several nodes). A file damaged or cut short gives the
+%% events before the damage and `{error, {corrupt, File, Offset}, Acc}':
+%% a file is complete only when it ends with its end chunk (FORMAT.md), so
+%% that a file whose writer was killed, whose disk was full when it closed,
+%% or that is still being written, says so (with `Offset' where it ends).
+%% With `#{damaged => skip}' reading goes on at the next good chunk, and
 %% the result is `{error, {skipped, Regions}, Acc}' with every event that
-%% could be read.
+%% could be read; `Regions' are `{File, From, To | eof}'.
 -spec fold(fun((tracekit_ring:event(), Acc) -> Acc), Acc, source(),
            #{damaged => stop | skip}) ->
           {ok, Acc} | {error, read_error(), Acc}.
@@ -305,10 +362,10 @@ format(Source) ->
 
 %% @doc Prints the events of `Source' in the shell's one-line format (as
 %% {@link tracekit} prints them), to `io' (default: the group leader);
-%% `depth' and `line_length' as in tracekit. Returns how many were
-%% printed.
+%% `depth' and `line_length' as in tracekit, `damaged' as in {@link
+%% fold/4}. Returns how many were printed.
 -spec format(source(), #{io => io:device(), depth => pos_integer(),
-                         line_length => pos_integer()}) ->
+                         line_length => pos_integer(), damaged => stop | skip}) ->
           {ok, non_neg_integer()} | {error, read_error(), non_neg_integer()}.
 format(Source, Opts) when is_map(Opts) ->
     Io = maps:get(io, Opts, group_leader()),
@@ -318,7 +375,7 @@ format(Source, Opts) when is_map(Opts) ->
                     io:put_chars(Io, [tracekit_format:event(E, FOpts#{names => Names1}), $\n]),
                     {N + 1, Names1}
             end,
-    case fold(Print, {0, #{}}, Source) of
+    case fold(Print, {0, #{}}, Source, maps:with([damaged], Opts)) of
         {ok, {N, _}} -> {ok, N};
         {error, Reason, {N, _}} -> {error, Reason, N}
     end.
@@ -329,3 +386,66 @@ registered({_, P, register, Name}, Names) -> Names#{P => Name};
 registered({_, P, register, Name, _}, Names) -> Names#{P => Name};
 registered(_, Names) -> Names.
 
+
+%%% ---- the NIFs of reading (tracekit_file_reader's) ------------------------------
+%%% Trace files (FORMAT.md) read chunk by chunk: the framing and its checks
+%%% are C's (c_src/nif/tracekit_file/reader.c); tracekit_file_reader opens
+%%% the files of a source and merges their events.
+
+%% @private
+%% @doc Opens a trace file for reading (its magic is checked): `{error,
+%% cut}' for one cut before its magic was whole.
+-spec reader_open(binary()) -> {ok, reader()} | {error, atom()}.
+reader_open(_Path) ->
+    erlang:nif_error(not_loaded).
+
+%% @private
+%% @doc The next chunk whose framing and CRC checked out, by kind:
+%% `{Kind, Payload, Offset, Next}' (Next: where the chunk after it
+%% starts), a lost chunk `{lost, Count, Offset, Next}', a chunk of a type
+%% of a later version `later', one of no type or a lost chunk that is not
+%% one `bad_chunk'; `{eof, Offset}' at the end (where the file ends);
+%% `{corrupt, Offset}' at a chunk that is damaged or cut short (nothing is
+%% consumed). (The chunk types and layouts are the C side's, tk_tfile.h.)
+-spec reader_next(reader()) ->
+          {header | dict | events | 'end' | later | bad_chunk, binary(),
+           non_neg_integer(), non_neg_integer()}
+              | {lost, non_neg_integer(), non_neg_integer(), non_neg_integer()}
+              | {eof, non_neg_integer()}
+              | {corrupt, non_neg_integer()}.
+reader_next(_Reader) ->
+    erlang:nif_error(not_loaded).
+
+%% @private
+%% @doc After `{corrupt, _}': moves to the next chunk that checks out.
+-spec reader_resync(reader()) -> {ok, non_neg_integer()} | eof.
+reader_resync(_Reader) ->
+    erlang:nif_error(not_loaded).
+
+%% @private
+%% @doc Closes the file (also done when the reader is garbage collected).
+-spec reader_close(reader()) -> ok.
+reader_close(_Reader) ->
+    erlang:nif_error(not_loaded).
+
+%% @private
+%% @doc Appends the entries of a dictionary chunk's payload to the
+%% reader's dictionary, all or none: `{error, bad_chunk}' when the chunk
+%% is malformed, an entry does not decode, or its first number does not
+%% follow the entries so far. The reader keeps the dictionary, so that
+%% appending costs time in the chunk's entries only.
+-spec reader_dict(reader(), binary()) -> ok | {error, bad_chunk | closed}.
+reader_dict(_Reader, _Payload) ->
+    erlang:nif_error(not_loaded).
+
+%% @private
+%% @doc The events of an events chunk's payload, decoded with the reader's
+%% dictionary so far, given its machine's reference
+%% `{Stamp, SystemNs, StampsPerSecond}': `{[{TimeNs, Stamp, Event}],
+%% Undecodable}'. Times of one machine keep the order of its stamps.
+-spec reader_events(reader(), binary(),
+                    {non_neg_integer(), non_neg_integer(), non_neg_integer()}) ->
+          {[{integer(), non_neg_integer(), tuple()}], non_neg_integer()}
+              | {error, bad_chunk}.
+reader_events(_Reader, _Payload, _Anchor) ->
+    erlang:nif_error(not_loaded).

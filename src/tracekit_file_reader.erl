@@ -1,7 +1,7 @@
 %% @private
 %% @doc The reading side of {@link tracekit_file}: trace files (FORMAT.md)
-%% opened, read chunk by chunk (the framing and its checks are C's, in
-%% tracekit_core), and merged in time order.
+%% opened, read chunk by chunk (the framing and its checks are C's: the
+%% reader NIFs of tracekit_file), and merged in time order.
 %%
 %% Each file keeps one events chunk in hand at a time, so a set of files of
 %% any size is read in the memory of one chunk per file. The merge takes
@@ -11,23 +11,21 @@
 
 -export([fold/4, files/1]).
 
--define(HEADER, 1).
--define(DICT, 2).
--define(EVENTS, 3).
--define(LOST, 4).
--define(END, 5).
 %% The numbers of a header that the decoder takes as u64 (FORMAT.md).
 -define(U64(X), (is_integer(X) andalso X >= 0 andalso X < 1 bsl 64)).
 
 -record(r, {index :: non_neg_integer(),
             file :: file:filename_all(),
             %% The file, and its dictionary so far (kept in the reader).
-            h :: tracekit_core:reader() | closed,
+            h :: tracekit_file:reader() | closed | cut,
             %% The machine's reference anchor and rate (FORMAT.md, "Time").
             ref = {0, 0, 1000000000} :: {non_neg_integer(), non_neg_integer(),
                                          non_neg_integer()},
             pending = [] :: [{integer(), non_neg_integer(), tuple()}],
-            lost = 0 :: non_neg_integer()}).
+            lost = 0 :: non_neg_integer(),
+            %% The end chunk was read: the file is complete, and no chunk
+            %% may follow.
+            ended = false :: boolean()}).
 
 %% @doc The files a source names: a file, a wrap set's base name (its files
 %% Base.0, Base.1, ...), or a list of them.
@@ -108,13 +106,21 @@ open(Source, Skip) ->
 open_all([], _, Acc) ->
     {ok, lists:reverse(Acc)};
 open_all([F | Fs], I, Acc) ->
-    case tracekit_core:file_open(name_binary(F)) of
+    case tracekit_file:reader_open(name_binary(F)) of
         {ok, H} ->
             open_all(Fs, I + 1, [#r{index = I, file = F, h = H} | Acc]);
+        {error, cut} ->
+            %% Cut before its magic was whole (a writer killed as it made
+            %% the file): damaged from its start.
+            open_all(Fs, I + 1, [#r{index = I, file = F, h = cut} | Acc]);
         {error, Why} ->
-            [tracekit_core:file_close(H) || #r{h = H} <- Acc],
+            [close_reader(H) || #r{h = H} <- Acc],
             {error, {file, F, Why}}
     end.
+
+close_reader(closed) -> ok;
+close_reader(cut) -> ok;
+close_reader(H) -> tracekit_file:reader_close(H).
 
 name_binary(F) when is_binary(F) -> F;
 name_binary(F) ->
@@ -122,9 +128,11 @@ name_binary(F) ->
 
 headers([], _, _, Acc, Skipped) ->
     {ok, lists:reverse(Acc), Skipped};
+headers([#r{h = cut} = R | Rs], Skip, Refs, Acc, Skipped) ->
+    no_header(R#r{h = closed}, Rs, Skip, Refs, Acc, Skipped, 0, eof);
 headers([#r{h = H, file = F} = R | Rs], Skip, Refs, Acc, Skipped) ->
-    case tracekit_core:file_next(H) of
-        {?HEADER, Bin, At} ->
+    case tracekit_file:reader_next(H) of
+        {header, Bin, At, Next} ->
             case safe_term(Bin) of
                 {ok, #{anchor := {S, T}} = Hd} when ?U64(S), ?U64(T) ->
                     case maps:get(stamp_hz, Hd, 1000000000) of
@@ -134,29 +142,37 @@ headers([#r{h = H, file = F} = R | Rs], Skip, Refs, Acc, Skipped) ->
                             headers(Rs, Skip, Refs#{Machine => Ref}, [R#r{ref = Ref} | Acc],
                                     Skipped);
                         _ ->
-                            no_header(R, Rs, Skip, Refs, Acc, Skipped, At)
+                            no_header(R, Rs, Skip, Refs, Acc, Skipped, At, {next, Next})
                     end;
                 _ ->
-                    no_header(R, Rs, Skip, Refs, Acc, Skipped, At)
+                    no_header(R, Rs, Skip, Refs, Acc, Skipped, At, {next, Next})
             end;
-        {_, _, At} ->
-            no_header(R, Rs, Skip, Refs, Acc, Skipped, At);
+        {_, _, At, Next} ->
+            no_header(R, Rs, Skip, Refs, Acc, Skipped, At, {next, Next});
         {corrupt, At} ->
-            no_header(R, Rs, Skip, Refs, Acc, Skipped, At);
-        eof ->
-            no_header(R, Rs, Skip, Refs, Acc, Skipped, 8)
+            no_header(R, Rs, Skip, Refs, Acc, Skipped, At, resync);
+        {eof, At} ->
+            no_header(R, Rs, Skip, Refs, Acc, Skipped, At, eof)
     end.
 
 %% A file whose header is missing or damaged: an error, or, skipping, its
-%% events on its own scale from its next good chunk on.
-no_header(#r{h = H, file = F} = R, Rs, true, Refs, Acc, Skipped, At) ->
-    Skipped1 = case tracekit_core:file_resync(H) of
-                   {ok, To} -> [{F, At, To} | Skipped];
-                   eof -> [{F, At, eof} | Skipped]
-               end,
-    headers(Rs, true, Refs, [R | Acc], Skipped1);
-no_header(#r{file = F} = R, Rs, false, _Refs, Acc, _Skipped, At) ->
-    [tracekit_core:file_close(H) || #r{h = H} <- [R | Acc ++ Rs]],
+%% events on its own scale from its next good chunk on: the chunk after a
+%% first chunk that checked out but is not a header, or the next one that
+%% checks out after damage.
+no_header(R, Rs, true, Refs, Acc, Skipped, At, {next, To}) ->
+    headers(Rs, true, Refs, [R | Acc], [{R#r.file, At, To} | Skipped]);
+no_header(#r{h = H, file = F} = R, Rs, true, Refs, Acc, Skipped, At, resync) ->
+    case tracekit_file:reader_resync(H) of
+        {ok, To} ->
+            headers(Rs, true, Refs, [R | Acc], [{F, At, To} | Skipped]);
+        eof ->
+            no_header(R, Rs, true, Refs, Acc, Skipped, At, eof)
+    end;
+no_header(#r{h = H, file = F} = R, Rs, true, Refs, Acc, Skipped, At, eof) ->
+    close_reader(H),
+    headers(Rs, true, Refs, [R#r{h = closed} | Acc], [{F, At, eof} | Skipped]);
+no_header(#r{file = F} = R, Rs, false, _Refs, Acc, _Skipped, At, _) ->
+    [close_reader(H) || #r{h = H} <- [R | Acc ++ Rs]],
     {error, {corrupt, F, At}}.
 
 %% @doc Folds Fun over the events of the readers in time order. With Skip,
@@ -185,7 +201,7 @@ fold(Fun, Acc0, Readers, Skip, Skipped00) ->
         throw:{tracekit_file_corrupt, Reason, AccSoFar} ->
             {error, Reason, AccSoFar}
     after
-        [tracekit_core:file_close(H) || #r{h = H} <- Readers]
+        [close_reader(H) || #r{h = H} <- Readers]
     end.
 
 %% The heads: {Time, Index, Reader}, one per reader with events in hand.
@@ -225,60 +241,70 @@ run1(_Fun, Acc, Rest, _I, _Limit) ->
     {Acc, Rest}.
 
 %% Reads chunks until the reader has events in hand, or none are left. Acc
-%% is what the fold has so far (for an error).
+%% is what the fold has so far (for an error). A file that ends without
+%% its end chunk was cut short (FORMAT.md): its writer was killed, its
+%% disk was full when it closed, or it is still being written.
 refill(#r{h = closed} = R, _, Skipped, _) ->
     {R, Skipped};
 refill(#r{h = H, file = F} = R, Skip, Skipped, Acc) ->
-    case tracekit_core:file_next(H) of
-        {Type, Bin, At} ->
-            case chunk(Type, Bin, R) of
+    case tracekit_file:reader_next(H) of
+        {Kind, Data, At, Next} ->
+            case chunk(Kind, Data, R) of
                 {ok, #r{pending = []} = R1} ->
                     refill(R1, Skip, Skipped, Acc);
                 {ok, R1} ->
                     {R1, Skipped};
                 error when Skip ->
                     %% It checked out but makes no sense: step over it.
-                    refill(R, Skip, [{F, At, At + 16 + byte_size(Bin)} | Skipped], Acc);
+                    refill(R, Skip, [{F, At, Next} | Skipped], Acc);
                 error ->
                     throw({tracekit_file_corrupt, {corrupt, F, At}, Acc})
             end;
-        eof ->
-            tracekit_core:file_close(H),
+        {eof, _} when R#r.ended ->
+            tracekit_file:reader_close(H),
             {R#r{h = closed}, Skipped};
+        {eof, At} when Skip ->
+            tracekit_file:reader_close(H),
+            {R#r{h = closed}, [{F, At, eof} | Skipped]};
+        {eof, At} ->
+            throw({tracekit_file_corrupt, {corrupt, F, At}, Acc});
         {corrupt, At} when Skip ->
-            case tracekit_core:file_resync(H) of
+            case tracekit_file:reader_resync(H) of
                 {ok, To} ->
                     refill(R, Skip, [{F, At, To} | Skipped], Acc);
                 eof ->
-                    tracekit_core:file_close(H),
+                    tracekit_file:reader_close(H),
                     {R#r{h = closed}, [{F, At, eof} | Skipped]}
             end;
         {corrupt, At} ->
             throw({tracekit_file_corrupt, {corrupt, F, At}, Acc})
     end.
 
-%% One chunk into the reader's state: {ok, R} or error (malformed).
-chunk(?HEADER, _Bin, _R) ->
+%% One chunk, by kind (tracekit_file:reader_next/1), into the reader's
+%% state: {ok, R} or error (malformed).
+chunk(_Kind, _Data, #r{ended = true}) ->
+    error; % the end chunk is a file's last
+chunk(header, _Bin, _R) ->
     error; % only a file's first chunk is a header
-chunk(?DICT, Bin, #r{h = H} = R) ->
+chunk(dict, Bin, #r{h = H} = R) ->
     %% Appended in place: the time to read a file is linear in its
     %% dictionary, however many chunks it comes in.
-    case tracekit_core:file_dict(H, Bin) of
+    case tracekit_file:reader_dict(H, Bin) of
         ok -> {ok, R};
         _ -> error % malformed, or not numbered after the entries so far
     end;
-chunk(?EVENTS, Bin, #r{h = H, ref = Ref} = R) ->
-    case tracekit_core:file_events(H, Bin, Ref) of
+chunk(events, Bin, #r{h = H, ref = Ref} = R) ->
+    case tracekit_file:reader_events(H, Bin, Ref) of
         {Events, 0} when is_list(Events) -> {ok, R#r{pending = Events}};
         _ -> error % a bad chunk, or records that do not decode
     end;
-chunk(?LOST, <<N:64/little, _Stamp:64/little>>, #r{lost = L} = R) ->
+chunk(lost, N, #r{lost = L} = R) ->
     {ok, R#r{lost = L + N}};
-chunk(?END, _Bin, R) ->
-    {ok, R};
-chunk(Type, _Bin, R) when is_integer(Type), Type > ?END ->
+chunk('end', _Bin, R) ->
+    {ok, R#r{ended = true}};
+chunk(later, _Bin, R) ->
     {ok, R}; % a chunk type of a later version: readers step over it
-chunk(_, _, _) ->
+chunk(bad_chunk, _Bin, _R) ->
     error.
 
 safe_term(Bin) ->

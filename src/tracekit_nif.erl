@@ -2,7 +2,8 @@
 %%
 %% Every tracer module carries its own NIF library (the VM calls the
 %% module's `enabled/3' and `trace/5', so those must be NIFs of that very
-%% module); the other NIFs are {@link tracekit_core}'s. Each module loads
+%% module); so does {@link tracekit_seq} (the causal order of seq_trace
+%% events). tracekit_file's library also reads trace files. Each module loads
 %% its library from its `-on_load' function with
 %% `erlang:load_nif(tracekit_nif:path(?MODULE), 0)' (this module has no
 %% on_load of its own, so that any on_load may call it).

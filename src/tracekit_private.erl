@@ -8,7 +8,7 @@
 %% to the name asked for ({@link open_output/1}).
 %%
 %% A directory's name is `Prefix', this VM's OS process id, a dash and
-%% random letters: the directories that a VM left when it stopped while
+%% random characters: the directories that a VM left when it stopped while
 %% tracing are found by {@link sweep/2} once a VM of the same node name
 %% runs tracekit again.
 -module(tracekit_private).
@@ -17,37 +17,15 @@
 
 -include_lib("kernel/include/file.hrl").
 
-%% Tries at an unused name before giving up (another user who made a
-%% directory of the same name first makes one try fail).
--define(TRIES, 16).
-
 %% @doc Makes a new directory in `Parent', named `Prefix' followed by this
-%% VM's OS process id, a dash and random letters, that only this user can
-%% enter: `{ok, Dir}' or `{error, Posix}'.
+%% VM's OS process id, a dash and random characters, that only this user
+%% can enter: `{ok, Dir}' or `{error, Posix}'. It is made as every private
+%% directory of tracekit is, by {@link tracekit_file:private_dir/2} (as
+%% `mkdtemp' makes one: made new by `mkdir', mode 0700 from the start, 12
+%% characters from the kernel's random source).
 -spec dir(file:filename_all(), string()) -> {ok, file:filename_all()} | {error, atom()}.
 dir(Parent, Prefix) ->
-    dir(Parent, Prefix, ?TRIES).
-
-dir(_Parent, _Prefix, 0) ->
-    {error, eexist};
-dir(Parent, Prefix, Tries) ->
-    Dir = filename:join(Parent, Prefix ++ os:getpid() ++ "-" ++ random_name()),
-    case file:make_dir(Dir) of
-        ok ->
-            %% Nothing is made in it before it is private.
-            case file:change_mode(Dir, 8#700) of
-                ok -> {ok, Dir};
-                {error, _} = E -> _ = file:del_dir(Dir), E
-            end;
-        {error, eexist} ->
-            dir(Parent, Prefix, Tries - 1);
-        {error, _} = E ->
-            E
-    end.
-
-random_name() ->
-    [lists:nth(1 + B rem 36, "abcdefghijklmnopqrstuvwxyz0123456789")
-     || <<B>> <= crypto:strong_rand_bytes(12)].
+    tracekit_file:private_dir(Parent, Prefix ++ os:getpid() ++ "-").
 
 %% @doc Deletes a private directory and what it holds (links are deleted,
 %% never followed).

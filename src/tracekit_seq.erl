@@ -24,7 +24,11 @@
 -module(tracekit_seq).
 
 -export([follow/1, follow/2, order/1, diagram/2]).
+-export([seq_order/1]).
 -export_type([event/0, step/0, follow_opts/0]).
+
+-on_load(init/0).
+-nifs([seq_order/1]).
 
 %% What a system seq tracer gets: `{seq_trace, Label, Info}', or with a
 %% timestamp `{seq_trace, Label, Info, Ts}'.
@@ -182,7 +186,7 @@ collect(Acc) ->
 order(Events) when is_list(Events) ->
     Parsed = [parse(E) || E <- Events],
     {Input, _} = lists:mapfoldl(fun intern/2, {#{}, 0}, Parsed),
-    Order = tracekit_core:seq_order(Input),
+    Order = seq_order(Input),
     Steps = list_to_tuple(Parsed),
     Pos = maps:from_list([{I, N} || {N, {I, _}} <- enumerate(Order)]),
     [Step#{match => case M of
@@ -195,6 +199,22 @@ order(Events) ->
 
 enumerate(L) ->
     lists:zip(lists:seq(1, length(L)), L).
+
+init() ->
+    erlang:load_nif(tracekit_nif:path(?MODULE), 0).
+
+%% @private
+%% @doc The NIF under {@link order/1}: the causal order of seq_trace events
+%% given as interned numbers, `{Kind, Label, LastCnt, Serial, From, To,
+%% Msg, SpawnReply}' (`To' is -1 for a print). Returns the input positions
+%% (0-based) in causal order, each with the position of the event matched
+%% with it (a send's receive, a receive's send) or -1. The rules are in
+%% c_src/lib/tk_seqorder.h; its C is in c_src/nif/tracekit_seq.
+-spec seq_order([{send | 'receive' | print, non_neg_integer(), integer(),
+                  integer(), non_neg_integer(), integer(), non_neg_integer(),
+                  boolean()}]) -> [{non_neg_integer(), integer()}].
+seq_order(_Events) ->
+    erlang:nif_error(not_loaded).
 
 parse({seq_trace, Label, Info} = E) ->
     parse_info(E, Label, Info, #{});

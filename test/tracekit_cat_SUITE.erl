@@ -594,8 +594,67 @@ errors(Config) ->
     {1, GotCut, ECut} = run(Config, [Cut]),
     same_events(BeforeCut, GotCut, #{}),
     one_line(ECut, "cut short"),
+    %% Cut where a chunk ends, its end chunk gone (a killed writer): every
+    %% event, then the file's end named; it read as complete (status 0).
+    EndAt = element(1, lists:last(Chunks)),
+    NoEnd = filename:join(Dir, "no_end"),
+    ok = file:write_file(NoEnd, binary:part(Bin, 0, EndAt)),
+    {ok, GoodEvs} = tracekit_file:read(Good),
+    ?assertEqual(50, length(GoodEvs)),
+    ?assertEqual({error, {corrupt, NoEnd, EndAt}, GoodEvs}, tracekit_file:read(NoEnd)),
+    {1, GotNoEnd, ENoEnd} = run(Config, [NoEnd]),
+    same_events(GoodEvs, GotNoEnd, #{}),
+    one_line(ENoEnd, "cut short \\(no end chunk\\) at byte " ++ integer_to_list(EndAt)),
+    %% --damaged skip: every event fold/4 with #{damaged => skip} gives,
+    %% one line per region skipped, status 1.
+    ?assertEqual({error, {skipped, [{NoEnd, EndAt, eof}]}, GoodEvs}, fold_skip(NoEnd)),
+    {1, GotSkipEnd, ESkipEnd} = run(Config, ["--damaged", "skip", NoEnd]),
+    same_events(GoodEvs, GotSkipEnd, #{}),
+    one_line(ESkipEnd, "skipped from byte " ++ integer_to_list(EndAt) ++ " to the end"),
+    %% (The damaged chunk may be a dictionary chunk: the events chunks
+    %% that refer to its entries are skipped too, each a region.)
+    {error, {skipped, [{Bad, At, To} | _] = Regions}, SkipBad} = fold_skip(Bad),
+    ?assert(length(SkipBad) > length(Before)),
+    {1, GotSkipBad, ESkip} = run(Config, ["--damaged=skip", Bad]),
+    same_events(SkipBad, GotSkipBad, #{}),
+    ?assertEqual([skip_line(Region) || Region <- Regions],
+                 binary:split(ESkip, <<"\n">>, [global, trim])),
+    ?assertMatch({match, _}, re:run(ESkip, "skipped bytes " ++ integer_to_list(At) ++ " to "
+                                    ++ integer_to_list(To))),
+    {1, SkipDbg, _} = run(Config, ["--damaged", "skip", "--format", "dbg", Bad]),
+    ?assertEqual(SkipBad, dbg_terms(SkipDbg)),
+    {0, All, <<>>} = run(Config, [Good]),
+    {0, All, <<>>} = run(Config, ["--damaged", "skip", Good]),
+    {2, <<>>, _} = run(Config, ["--damaged", "maybe", Good]),
+    %% Cut before its magic was whole (a writer killed as it made the
+    %% file): damaged from its start, not "not a trace file".
+    Stub = filename:join(Dir, "stub"),
+    ok = file:write_file(Stub, <<"TKTR">>),
+    ?assertEqual({error, {corrupt, Stub, 0}, []}, tracekit_file:read(Stub)),
+    {1, <<>>, EStub} = run(Config, [Stub]),
+    one_line(EStub, "at byte 0"),
+    ?assertEqual({error, {skipped, [{Stub, 0, eof}]}, GoodEvs}, fold_skip([Good, Stub])),
+    {1, GotStub, ESkipStub} = run(Config, ["--damaged", "skip", Good, Stub]),
+    same_events(GoodEvs, GotStub, #{node_column => true}),
+    one_line(ESkipStub, "stub: skipped from byte 0 to the end"),
     %% The good file and the missing one: nothing read, status 3.
     {3, <<>>, _} = run(Config, [Good, Missing]).
+
+%% tracekit-cat's line for a region fold/4 skipped.
+skip_line({File, From, eof}) ->
+    iolist_to_binary(io_lib:format("tracekit-cat: ~ts: skipped from byte ~w to the end",
+                                   [File, From]));
+skip_line({File, From, To}) ->
+    iolist_to_binary(io_lib:format("tracekit-cat: ~ts: skipped bytes ~w to ~w",
+                                   [File, From, To])).
+
+%% The events of a source as fold/4 with #{damaged => skip} gives them,
+%% in order.
+fold_skip(Source) ->
+    case tracekit_file:fold(fun(E, A) -> [E | A] end, [], Source, #{damaged => skip}) of
+        {ok, Evs} -> {ok, lists:reverse(Evs)};
+        {error, Why, Evs} -> {error, Why, lists:reverse(Evs)}
+    end.
 
 one_line(Err, Has) ->
     ?assertMatch([_, <<>>], binary:split(Err, <<"\n">>)),
@@ -628,10 +687,11 @@ flip_at(Bin, At) ->
 %% Damaged files through tracekit-cat built with AddressSanitizer and
 %% UBSan (make cat-asan): random flips, cuts, and changes inside a chunk
 %% whose CRC is made right again (so that the decoder sees them). Each
-%% file is read as text and in dbg's format. No crash, no hang, no
-%% sanitizer report; the statuses are 0 or 1; and for the chunks made
-%% right again the status is the Erlang reader's, the dbg format holds
-%% the events it reads, and the text has a line for each.
+%% file is read as text and in dbg's format, and with --damaged skip. No
+%% crash, no hang, no sanitizer report; the statuses are 0 or 1; for the
+%% chunks made right again the status is the Erlang reader's, the dbg
+%% format holds the events it reads, and the text has a line for each;
+%% skipping gives the events, status and regions of fold/4 skipping.
 damaged_files(Config) ->
     Asan = case os:getenv("TRACEKIT_BUILD") of
                false -> "";
@@ -667,32 +727,37 @@ damaged_files(Config, Asan) ->
         %% every way out; the check costs a while at each exit).
         "for f; do export ASAN_OPTIONS=detect_leaks=$((f % 10 == 0)):abort_on_error=1; ",
         "timeout 20 ", Asan, " $f >$f.out 2>$f.err; s=$?; ",
-        "timeout 20 ", Asan, " --format dbg $f >$f.dbg 2>$f.xerr; ",
-        "echo \"$f $s $?\" >$f.status; done' sh\n",
+        "timeout 20 ", Asan, " --format dbg $f >$f.dbg 2>$f.xerr; x=$?; ",
+        "timeout 20 ", Asan, " --damaged skip --format dbg $f >$f.skip 2>$f.skiperr; ",
+        "echo \"$f $s $x $?\" >$f.status; done' sh\n",
         "cat *.status >statuses\n"]),
     T0 = erlang:monotonic_time(millisecond),
     _ = os:cmd("sh " ++ Script),
     Ms = erlang:monotonic_time(millisecond) - T0,
     {ok, StatusText} = file:read_file(filename:join(FuzzDir, "statuses")),
-    %% I => {text's status, dbg's}
-    Statuses = maps:from_list([{binary_to_integer(F), {binary_to_integer(S), binary_to_integer(X)}}
+    %% I => {text's status, dbg's, dbg --damaged skip's}
+    Statuses = maps:from_list([{binary_to_integer(F), {binary_to_integer(S), binary_to_integer(X),
+                                                       binary_to_integer(K)}}
                                || L <- binary:split(StatusText, <<"\n">>, [global, trim]),
-                                  [F, S, X] <- [binary:split(L, <<" ">>, [global])]]),
+                                  [F, S, X, K] <- [binary:split(L, <<" ">>, [global])]]),
     ?assertEqual(Count, map_size(Statuses)),
-    Bad = [{I, S, X, [element(2, file:read_file(filename:join(FuzzDir, integer_to_list(I) ++ Ext)))
-                      || Ext <- [".err", ".xerr"]]}
-           || {I, {S, X}} <- maps:to_list(Statuses),
-              not lists:member(S, [0, 1]) orelse S =/= X],
+    Bad = [{I, S, X, K, [element(2, file:read_file(filename:join(FuzzDir, integer_to_list(I) ++ Ext)))
+                         || Ext <- [".err", ".xerr", ".skiperr"]]}
+           || {I, {S, X, K}} <- maps:to_list(Statuses),
+              not lists:member(S, [0, 1]) orelse S =/= X orelse not lists:member(K, [0, 1])],
     ?assertEqual([], Bad),
-    Reports = [{I, Ext} || I <- lists:seq(1, Count), Ext <- [".err", ".xerr"],
+    Reports = [{I, Ext} || I <- lists:seq(1, Count), Ext <- [".err", ".xerr", ".skiperr"],
                            {ok, E} <- [file:read_file(filename:join(FuzzDir, integer_to_list(I) ++ Ext))],
                            re:run(E, "Sanitizer|runtime error") =/= nomatch],
     ?assertEqual([], Reports),
     %% Against the Erlang reader: the files whose damage passes the CRC.
     Checked = [check_damaged(FuzzDir, I, maps:get(I, Statuses))
                || {I, crc_fixed} <- lists:zip(lists:seq(1, Count), Kinds)],
+    %% Skipping, every kind of damage: the events, status and regions of
+    %% fold/4 with #{damaged => skip}.
+    [check_skipped(FuzzDir, I, element(3, maps:get(I, Statuses))) || I <- lists:seq(1, Count)],
     Outcomes = lists:foldl(fun(K, M) -> maps:update_with(K, fun(N) -> N + 1 end, 1, M) end,
-                           #{}, Kinds ++ [{status, S} || {S, _} <- maps:values(Statuses)]),
+                           #{}, Kinds ++ [{status, S} || {S, _, _} <- maps:values(Statuses)]),
     ct:log("~p damaged files in ~p ms through ~s: ~p; ~p compared with the Erlang reader",
            [Count, Ms, Asan, Outcomes, length(Checked)]),
     ?assert(length(Checked) > Count div 10).
@@ -704,7 +769,7 @@ damaged_count() ->
         _ -> 600
     end.
 
-check_damaged(FuzzDir, I, {Status, _}) ->
+check_damaged(FuzzDir, I, {Status, _, _}) ->
     F = filename:join(FuzzDir, integer_to_list(I)),
     {Expected, Events} = case tracekit_file:read(F) of
                              {ok, Es} -> {0, Es};
@@ -715,6 +780,23 @@ check_damaged(FuzzDir, I, {Status, _}) ->
     ?assertEqual({I, Events}, {I, dbg_terms(Dbg)}),
     {ok, Text} = file:read_file(F ++ ".out"),
     ?assertEqual({I, length(Events)}, {I, length(event_lines(Text))}).
+
+%% --damaged skip against fold/4 with #{damaged => skip}: the same events
+%% (in dbg's format), the same status, and a line for each region skipped.
+check_skipped(FuzzDir, I, Status) ->
+    F = filename:join(FuzzDir, integer_to_list(I)),
+    {ok, Dbg} = file:read_file(F ++ ".skip"),
+    {ok, Err} = file:read_file(F ++ ".skiperr"),
+    case fold_skip(F) of
+        {ok, Events} ->
+            ?assertEqual({I, 0, <<>>, Events}, {I, Status, Err, dbg_terms(Dbg)});
+        {error, {skipped, Regions}, Events} ->
+            ?assertEqual({I, 1, length(Regions), Events},
+                         {I, Status, length(binary:matches(Err, <<": skipped ">>)),
+                          dbg_terms(Dbg)});
+        {error, {file, _, not_a_trace}, []} ->
+            ?assertEqual({I, 4}, {I, Status})
+    end.
 
 %% The events of a dbg format file, by its framing.
 dbg_terms(<<0, Size:32, Term:Size/binary, Rest/binary>>) ->

@@ -33,7 +33,7 @@
 -export([every_nif_is_fuzzed/1, ring_fuzz/1, count_fuzz/1, nif_fuzz/1,
          concurrent_rings/1, big_tracee_with_extra_and_timestamp/1,
          tags_that_are_not_atoms/1, records_larger_than_a_batch/1,
-         deep_terms/1]).
+         deep_terms/1, file_reader_fuzz/1]).
 %% Called on the peer.
 -export([on_peer/2]).
 
@@ -50,7 +50,7 @@ suite() ->
 all() ->
     [every_nif_is_fuzzed, big_tracee_with_extra_and_timestamp,
      tags_that_are_not_atoms, records_larger_than_a_batch, deep_terms,
-     ring_fuzz, count_fuzz, nif_fuzz, concurrent_rings].
+     ring_fuzz, count_fuzz, nif_fuzz, concurrent_rings, file_reader_fuzz].
 
 init_per_testcase(Case, Config) ->
     Seed = seed(),
@@ -141,6 +141,20 @@ deep_terms(Config) ->
     #{events := N} = run(Config, deep_terms),
     ?assert(N > 0).
 
+%% Trace files' decoder paths with crafted chunks: dictionary entries of
+%% every kind (whole, damaged, compressed, nested 300 deep, atoms of 255
+%% and 256 characters) against the rule that an entry is an atom, a pid,
+%% a port or [] that binary_to_term/1 takes whole; records referring to
+%% entries that are and are not there, with external terms that are and
+%% are not too deep; references that stand for more than an events chunk
+%% may; and private_dir_nif/2 with random parents and prefixes.
+file_reader_fuzz(Config) ->
+    #{entries := E, accepted := A, chunks := C, dirs := D} = run(Config, file_reader_fuzz),
+    ?assert(E >= iterations() div 2),
+    ?assert(A > 0),
+    ?assert(C > 0),
+    ?assert(D > 0).
+
 %%% ==== on the peer ==========================================================
 
 on_peer(Fun, #{seed := Seed, dir := Dir} = Params) ->
@@ -214,6 +228,9 @@ known_nifs() ->
                         {limits, 0}, {tags, 0} | Callbacks],
       tracekit_count => [{new, 0}, {read, 1}, {reset, 1}, {close, 1},
                          {enabled, 3}, {trace, 5}],
+      %% (private_dir_nif/2 would make directories wherever random paths
+      %% point: file_reader_fuzz calls it with parents of its own.)
+      tracekit_file => [{private_dir_nif, 2}],
       seq_module() => [{seq_order, 1}]}.
 
 seq_module() ->
@@ -256,6 +273,8 @@ peer_case(big_tracee_with_extra_and_timestamp, _) ->
     big_tracee_run();
 peer_case(tags_that_are_not_atoms, _) ->
     junk_tags_run();
+peer_case(file_reader_fuzz, #{iterations := N}) ->
+    reader_fuzz_run(N);
 peer_case(records_larger_than_a_batch, _) ->
     large_records_run();
 peer_case(deep_terms, _) ->
@@ -1735,3 +1754,184 @@ nest(Depth, Kinds) ->
                         K = lists:nth(I rem length(Kinds) + 1, Kinds),
                         K(Inner)
                 end, leafy, lists:seq(1, Depth)).
+
+%%% ==== trace files: the reader's decoder paths, private_dir =====================
+
+reader_fuzz_run(N) ->
+    Path = "reader_fuzz.tkt",
+    {ok, F} = tracekit_file:new(#{path => Path}),
+    ok = tracekit_file:close(F),
+    {ok, H} = tracekit_file:reader_open(list_to_binary(Path)),
+    ok = file:make_dir("pd"),
+    ok = file:write_file("pd_file", <<>>),
+    St0 = #{h => H, ndict => 0, lens => #{}, entries => 0, accepted => 0, chunks => 0,
+            dirs => 0},
+    St = lists:foldl(fun(_, S) ->
+                             case weighted([{6, dict}, {3, events}, {1, dir}]) of
+                                 dict -> reader_dict_op(S);
+                                 events -> reader_events_op(S);
+                                 dir -> private_dir_op(S)
+                             end
+                     end, St0, lists:seq(1, N)),
+    St1 = expansion_op(St),
+    ok = tracekit_file:reader_close(H),
+    check(call(tracekit_file, reader_dict, [H, <<0:64>>]) =:= {ok, {error, closed}},
+          reader_closed),
+    maps:with([entries, accepted, chunks, dirs], St1).
+
+%% Terms nested D deep: D tuples, one in the other.
+nested(D) -> lists:foldl(fun(_, A) -> {A} end, x, lists:seq(1, D)).
+
+%% An atom of N characters of C (bytes of UTF-8), as its external term.
+atom_bytes(C, N) ->
+    B = binary:copy(C, N),
+    <<131, $v, (byte_size(B)):16, B/binary>>.
+
+gen_entry() ->
+    Whole = term_to_binary(pick([leaf(), any_term(), self(), hd(erlang:ports()), [],
+                                 pick(ctx(remote)), ctx(dead_pid), nested(300),
+                                 nested(5), ctx(long_atom)])),
+    case rand:uniform(9) of
+        1 -> atom_bytes(pick([<<"a">>, <<"é"/utf8>>, <<"😀"/utf8>>]), pick([1, 255, 256, 300]));
+        2 -> term_to_binary(any_term(), [compressed]);
+        3 -> <<131, (rand:bytes(rand:uniform(20)))/binary>>;
+        4 -> binary:part(Whole, 0, rand:uniform(byte_size(Whole)));
+        5 -> <<Whole/binary, 0>>;
+        6 -> At = rand:uniform(byte_size(Whole)) - 1,
+             <<Pre:At/binary, B, Post/binary>> = Whole,
+             <<Pre/binary, (B bxor rand:uniform(255)), Post/binary>>;
+        _ -> Whole
+    end.
+
+%% The rule (tk_ext.h) as the VM sees it: binary_to_term/1 takes the
+%% whole, uncompressed, and it is an atom, a pid, a port or [].
+entry_ok(<<131, 80, _/binary>>) ->
+    false;
+entry_ok(E) ->
+    try binary_to_term(E, [used]) of
+        {T, Used} -> Used =:= byte_size(E) andalso
+                         (is_atom(T) orelse is_pid(T) orelse is_port(T) orelse T =:= [])
+    catch
+        error:badarg -> false
+    end.
+
+dict_payload(First, Entries) ->
+    <<First:32/little, (length(Entries)):32/little,
+      (<< <<(byte_size(E)):32/little, E/binary>> || E <- Entries >>)/binary>>.
+
+reader_dict_op(#{h := H, ndict := Nd, lens := Lens} = St) ->
+    E = gen_entry(),
+    Ok = entry_ok(E),
+    First = case chance(0.05) of true -> Nd + rand:uniform(3) - 2; false -> Nd end,
+    R = call(tracekit_file, reader_dict, [H, dict_payload(First, [E])]),
+    Expect = case Ok andalso First =:= Nd of
+                 true -> {ok, ok};
+                 false -> {ok, {error, bad_chunk}}
+             end,
+    check(R =:= Expect, {reader_dict, brief(E), First, Nd, R, Expect}),
+    St1 = St#{entries := maps:get(entries, St) + 1},
+    case R of
+        {ok, ok} -> St1#{ndict := Nd + 1, lens := Lens#{Nd => byte_size(E)},
+                         accepted := maps:get(accepted, St) + 1};
+        _ -> St1
+    end.
+
+%% A record in a file's form: {trace, Tracee, send, Msg}, the terms a
+%% dictionary reference (maybe to an entry that is not there), an external
+%% term (maybe nested too deep), or random bytes. Returns the record and
+%% whether it must decode.
+gen_file_record(Nd) ->
+    Term = fun() ->
+                   case rand:uniform(4) of
+                       1 -> K = rand:uniform(Nd + 2) - 1,
+                            {<<14, K:32/little>>, K < Nd};
+                       2 -> D = pick([1, 150, 200, 201, 300]),
+                            X = term_to_binary(nested(D)),
+                            {<<10, (byte_size(X)):32/little, X/binary>>, D =< 200};
+                       %% (any_term/0 may nest deeper than 200; a term of a
+                       %% budget of at most 20 nests at most that deep.)
+                       3 -> X = term_to_binary(term(rand:uniform(20))),
+                            {<<10, (byte_size(X)):32/little, X/binary>>, true};
+                       4 -> {<<12>>, true}
+                   end
+           end,
+    {T1, Ok1} = Term(),
+    {T2, Ok2} = Term(),
+    case chance(0.1) of
+        true -> {<<0, 0, (rand:bytes(rand:uniform(12)))/binary>>, unknown};
+        false -> {<<0, 0, T1/binary, T2/binary>>, Ok1 andalso Ok2}
+    end.
+
+events_payload(Recs) ->
+    <<0:64, 0:64, (length(Recs)):32/little,
+      (<< <<(byte_size(R)):32/little, 0:64, R/binary>> || R <- Recs >>)/binary>>.
+
+reader_events_op(#{h := H, ndict := Nd} = St) ->
+    Recs = [gen_file_record(Nd) || _ <- lists:seq(1, rand:uniform(5))],
+    R = call(tracekit_file, reader_events, [H, events_payload([B || {B, _} <- Recs]), {0, 0, 1000}]),
+    case R of
+        {ok, {Events, Bad}} when is_list(Events), is_integer(Bad) ->
+            check(length(Events) + Bad =:= length(Recs), {reader_events_count, R}),
+            [check(is_tuple(E) andalso element(1, E) =:= trace, {reader_event, brief(E)})
+             || {_, _, E} <- Events],
+            %% Those that must decode did, those that must not did not.
+            Must = length([x || {_, true} <- Recs]),
+            MustNot = length([x || {_, false} <- Recs]),
+            check(length(Events) >= Must andalso Bad >= MustNot,
+                  {reader_events_rule, [{brief(B), K} || {B, K} <- Recs], R});
+        {ok, {error, bad_chunk}} ->
+            ok;
+        Other ->
+            fail({reader_events_answer, Other})
+    end,
+    St#{chunks := maps:get(chunks, St) + 1}.
+
+%% References that stand for more than 16 MiB in one chunk are refused;
+%% the same references over several chunks are read.
+expansion_op(#{h := H, ndict := Nd, lens := Lens} = St) ->
+    case [{K, L} || {K, L} <- maps:to_list(Lens), L >= 200] of
+        [] ->
+            St;
+        [{K, L} | _] ->
+            Per = 1000,
+            Rec = << <<14, K:32/little>> || _ <- [1, 2] >>,
+            Rec1 = <<0, 0, Rec/binary>>,
+            Records = (16 bsl 20) div (2 * L) + 1,
+            Chunk = events_payload(lists:duplicate(Records, Rec1)),
+            check(call(tracekit_file, reader_events, [H, Chunk, {0, 0, 1000}]) =:=
+                      {ok, {error, bad_chunk}}, {expansion_not_refused, K, L, Nd}),
+            {ok, {Some, 0}} = call(tracekit_file, reader_events,
+                                   [H, events_payload(lists:duplicate(Per, Rec1)), {0, 0, 1000}]),
+            check(length(Some) =:= Per, expansion_read),
+            St
+    end.
+
+private_dir_op(St) ->
+    Parent = pick([<<"pd">>, <<"pd/">>, <<"pd_file">>, <<"nonexistent">>, <<"pd/x/y">>,
+                   <<>>, <<"pd", 0, "x">>, x, "pd", 42]),
+    Prefix = pick([<<>>, <<"tk-">>, <<"a/b">>, <<"x", 0>>, rand:bytes(rand:uniform(8)),
+                   binary:copy(<<"p">>, 300), y, "tk"]),
+    case call(tracekit_file, private_dir_nif, [Parent, Prefix]) of
+        {ok, {ok, Dir}} ->
+            Base = filename:basename(Dir),
+            check(is_binary(Dir) andalso filename:dirname(Dir) =:= <<"pd">> andalso
+                      binary:longest_common_prefix([Base, Prefix]) =:= byte_size(Prefix)
+                      andalso byte_size(Base) =:= byte_size(Prefix) + 12,
+                  {private_dir_path, Parent, Prefix, Dir}),
+            {ok, I} = file:read_link_info(Dir),
+            check(element(3, I) =:= directory andalso element(8, I) band 8#7777 =:= 8#700,
+                  {private_dir_mode, Dir, I}),
+            ok = file:del_dir(Dir),
+            St#{dirs := maps:get(dirs, St) + 1};
+        {ok, {error, Why}} when is_atom(Why) ->
+            St;
+        {badarg} ->
+            check(not (is_binary(Parent) andalso is_binary(Prefix))
+                  orelse Parent =:= <<>> orelse binary:match(Parent, <<0>>) =/= nomatch
+                  orelse binary:match(Prefix, <<0>>) =/= nomatch
+                  orelse byte_size(Prefix) >= 256,
+                  {private_dir_badarg, Parent, Prefix}),
+            St;
+        Other ->
+            fail({private_dir_answer, Parent, Prefix, Other})
+    end.

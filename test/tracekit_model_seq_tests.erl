@@ -147,6 +147,6 @@ order_events_test() ->
     In = [{'receive', 0, 0, 1, 0, 1, 0, false},
           {send, 0, 0, 1, 0, 1, 0, false},
           {print, 0, 1, 2, 1, -1, 1, false}],
-    ?assertEqual([{1, 0}, {0, 1}, {2, -1}], tracekit_core:seq_order(In)),
-    ?assertEqual([], tracekit_core:seq_order([])),
-    ?assertError(badarg, tracekit_core:seq_order([{bogus}])).
+    ?assertEqual([{1, 0}, {0, 1}, {2, -1}], tracekit_seq:seq_order(In)),
+    ?assertEqual([], tracekit_seq:seq_order([])),
+    ?assertError(badarg, tracekit_seq:seq_order([{bogus}])).

@@ -330,7 +330,7 @@ reload_nif_libraries(_Config) ->
     P = spawn(fun Loop() -> receive {ping, N} -> Self ! {pong, N}, Loop() end end),
     [1 = trace:process(X, P, true, ['receive']) || X <- [S, S2]],
     Alive = tracekit_ring:alive(),
-    Mods = [tracekit_ring, tracekit_count, tracekit_file, tracekit_core, tracekit_model,
+    Mods = [tracekit_ring, tracekit_count, tracekit_file, tracekit_seq, tracekit_model,
             tk_seq_refuse],
     [begin
          P ! {ping, I},
@@ -344,7 +344,7 @@ reload_nif_libraries(_Config) ->
                                          tracekit_count:read(C) =:= #{'receive' => 4} end),
     ?assertMatch(#{written := 4}, tracekit_ring:stats(R)),
     ?assertEqual(Alive, tracekit_ring:alive()),
-    ?assertEqual([{0, -1}], tracekit_core:seq_order([{print, 0, 0, 1, 0, -1, 0, false}])),
+    ?assertEqual([{0, -1}], tracekit_seq:seq_order([{print, 0, 0, 1, 0, -1, 0, false}])),
     exit(P, kill),
     [trace:session_destroy(X) || X <- [S, S2]].
 

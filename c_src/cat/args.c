@@ -25,6 +25,8 @@ void args_usage(FILE *to)
           "  --node N          only events recorded on node N\n"
           "  --depth N         text: terms nested deeper than N print as ... (default 20)\n"
           "  --line-length N   text: lines cut at N characters, ending in ... (default 240)\n"
+          "  --damaged stop|skip  at a damaged or cut file: stop there (default), or read\n"
+          "                    over the damage, as tracekit_file:fold/4 with #{damaged => skip}\n"
           "  --help\n"
           "Filters of one kind may be given more than once (any of them); kinds combine.\n"
           "A line of text: TIME [NODE] PROCESS TAG WHAT, TIME in UTC (the time the files are\n"
@@ -35,8 +37,9 @@ void args_usage(FILE *to)
           "  erl -noshell -pa TRACEKIT/ebin -eval \\\n"
           "    'tracekit_export:chrome(\"calls.tkt\", \"calls.trace.json\"), halt().'\n"
           "Exit status: 0 done, 1 a damaged or cut file (the events before the damage are\n"
-          "written), 2 bad arguments, 3 a file missing or unreadable, 4 not a trace file,\n"
-          "5 the output could not be written.\n",
+          "written; with --damaged skip, every event that could be read), 2 bad arguments,\n"
+          "3 a file missing or unreadable, 4 not a trace file, 5 the output could not be\n"
+          "written.\n",
           to);
 }
 
@@ -216,7 +219,7 @@ bool args_parse(int argc, char **argv, cat_args *a)
         const char *v = eq ? eq + 1 : NULL;
         static const char *const takes[] = {"--format", "--output", "-o", "--pid",
                                             "--tag", "--since", "--until", "--node",
-                                            "--depth", "--line-length"};
+                                            "--depth", "--line-length", "--damaged"};
         bool known = false;
         for (size_t k = 0; k < sizeof takes / sizeof *takes; k++)
             known |= strcmp(name, takes[k]) == 0;
@@ -252,6 +255,10 @@ bool args_parse(int argc, char **argv, cat_args *a)
         } else if (strcmp(name, "--line-length") == 0) {
             if (!positive(v, &a->line_length))
                 return bad("--line-length: not a positive integer: %s", v);
+        } else if (strcmp(name, "--damaged") == 0) {
+            if (strcmp(v, "stop") != 0 && strcmp(v, "skip") != 0)
+                return bad("--damaged: stop or skip, not %s", v);
+            a->damaged_skip = strcmp(v, "skip") == 0;
         }
     }
     if (a->nsources == 0)

@@ -24,6 +24,7 @@ typedef struct {
     int64_t since, until; /* ns since the epoch */
     const char **sources;
     size_t nsources;
+    bool damaged_skip; /* --damaged skip: read over damage, as fold/4 does */
 } cat_args;
 
 /* Parses argv; on a bad argument prints the reason and the usage to

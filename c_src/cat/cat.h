@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tk_ext.h"
 #include "tk_tfile.h"
 
 /* Exit statuses (README.md, tracekit-cat). */
@@ -56,10 +57,7 @@ void sb_int(sbuf *b, int64_t v);
 /* A code point as UTF-8. */
 void sb_utf8(sbuf *b, uint32_t c);
 
-/* Decodes one UTF-8 character as Erlang's /utf8 matching accepts it (no
- * overlong forms, no surrogates, at most U+10FFFF). Returns its byte
- * length and *c, or 0 if none starts at p. */
-size_t utf8_next(const unsigned char *p, size_t n, uint32_t *c);
+/* UTF-8 is decoded by tk_utf8_next (tk_ext.h). */
 
 /* ---- output (out.c) ------------------------------------------------------- */
 
@@ -185,6 +183,8 @@ typedef struct reader {
     size_t dict_len, dict_cap;
     size_t *dict_off; /* ndict + 1 offsets */
     size_t ndict, dict_off_cap;
+    uint32_t *dict_lens; /* each entry's length in the file (version byte too) */
+    size_t dict_lens_cap;
     /* the events of the chunk in hand, decoded: their bytes one after
      * the other in x (an ei_x_buff), and where each is */
     struct ei_x_buff_TAG *x;
@@ -193,7 +193,22 @@ typedef struct reader {
     tree scratch;           /* decode.c: EXT terms checked on it */
     uint64_t lost;          /* events the writer refused (lost chunks) */
     uint64_t lost_reported; /* of them, already handed to the output */
+    bool ended;             /* the end chunk was read (FORMAT.md) */
+    struct cat_skips *skips; /* --damaged skip: where regions go; NULL: stop */
 } reader;
+
+/* --damaged skip: the regions read over, in the order they were found,
+ * as tracekit_file:fold/4 lists them ({File, From, To | eof}). */
+typedef struct {
+    const char *file;
+    uint64_t from, to;
+    bool to_end; /* to the end of the file */
+} cat_skip;
+
+typedef struct cat_skips {
+    cat_skip *v;
+    size_t n, cap;
+} cat_skips;
 
 typedef struct {
     const char *file;
@@ -209,10 +224,15 @@ bool source_files(const char *src, char ***files, size_t *n, size_t *cap,
                   cat_failure *f);
 
 /* Opens the files and reads their headers (machines share a reference
- * anchor, as tracekit_file_reader does). false with f set. */
-bool readers_open(reader *rs, size_t n, char **files, cat_failure *f);
+ * anchor, as tracekit_file_reader does). false with f set. With skips
+ * (--damaged skip), a file without a good header is read on from its next
+ * good chunk, and the region goes to skips. */
+bool readers_open(reader *rs, size_t n, char **files, cat_skips *skips,
+                  cat_failure *f);
 /* Makes sure the reader has an event in hand, reading chunks: 1 when it
- * has, 0 when the file is done, -1 on a damaged chunk (f set). */
+ * has, 0 when the file is done, -1 on a damaged chunk or a file cut short
+ * (without its end chunk) (f set). With skips, damage is read over and
+ * noted there instead. */
 int reader_fill(reader *r, cat_failure *f);
 void reader_close(reader *r);
 /* Closes the reader and frees what it holds. */

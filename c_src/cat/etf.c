@@ -57,7 +57,7 @@ static bool valid_utf8(const unsigned char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
         uint32_t c;
-        size_t k = s[i] < 0x80 ? 1 : utf8_next(s + i, n - i, &c);
+        size_t k = s[i] < 0x80 ? 1 : tk_utf8_next(s + i, n - i, &c);
         if (k == 0)
             return false;
         i += k;

@@ -19,6 +19,21 @@ static int fail_with(const cat_failure *f)
     return f->status;
 }
 
+/* --damaged skip: what was read over, one line each; a damaged status. */
+static int report_skips(const cat_skips *skips)
+{
+    for (size_t k = 0; k < skips->n; k++) {
+        const cat_skip *r = &skips->v[k];
+        if (r->to_end)
+            cat_error("%s: skipped from byte %llu to the end", r->file,
+                      (unsigned long long)r->from);
+        else
+            cat_error("%s: skipped bytes %llu to %llu", r->file, (unsigned long long)r->from,
+                      (unsigned long long)r->to);
+    }
+    return CAT_DAMAGED;
+}
+
 /* The output file. It holds message contents, so it is made new
  * (O_EXCL, mode 0600) under a hidden name beside its path, and renamed to
  * the path once written: never written through a link planted at the path
@@ -116,9 +131,10 @@ static int run(const cat_args *a, reader *rs, size_t n, int fd)
 }
 
 /* The files of the sources, opened with their headers read: false with
- * f set. *rs has a reader for each file (zeroed when not opened). */
+ * f set. *rs has a reader for each file (zeroed when not opened). With
+ * skips (--damaged skip), damage is read over and noted there. */
 static bool open_sources(const cat_args *a, char ***files, size_t *nfiles, reader **rs,
-                         cat_failure *f)
+                         cat_skips *skips, cat_failure *f)
 {
     size_t cap = 0;
     for (size_t k = 0; k < a->nsources; k++)
@@ -126,7 +142,7 @@ static bool open_sources(const cat_args *a, char ***files, size_t *nfiles, reade
             return false;
     *rs = xmalloc((*nfiles ? *nfiles : 1) * sizeof **rs);
     memset(*rs, 0, (*nfiles ? *nfiles : 1) * sizeof **rs);
-    return readers_open(*rs, *nfiles, *files, f);
+    return readers_open(*rs, *nfiles, *files, skips, f);
 }
 
 /* The opened files into the output file (or standard output). */
@@ -150,8 +166,13 @@ int main(int argc, char **argv)
     size_t nfiles = 0;
     reader *rs = NULL;
     cat_failure f = {0};
-    int status = open_sources(&a, &files, &nfiles, &rs, &f) ? write_output(&a, rs, nfiles)
-                                                            : fail_with(&f);
+    cat_skips skips = {0};
+    int status = open_sources(&a, &files, &nfiles, &rs, a.damaged_skip ? &skips : NULL, &f)
+                     ? write_output(&a, rs, nfiles)
+                     : fail_with(&f);
+    if (skips.n > 0 && status == CAT_OK)
+        status = report_skips(&skips);
+    free(skips.v);
     for (size_t k = 0; k < nfiles; k++) {
         if (rs != NULL)
             reader_free(&rs[k]);

@@ -14,6 +14,7 @@
 #include <ei.h>
 
 #include "cat.h"
+#include "tk_ext.h"
 
 static void fail(cat_failure *f, const char *file, uint64_t off, int status,
                  const char *why)
@@ -177,13 +178,35 @@ static bool header(reader *r, machine **ms, size_t *nm, size_t *mcap,
     return true;
 }
 
-bool readers_open(reader *rs, size_t n, char **files, cat_failure *f)
+/* --damaged skip: a region read over. */
+static void note_skip(reader *r, uint64_t from, uint64_t to, bool to_end)
+{
+    cat_skips *s = r->skips;
+    GROW(s->v, s->cap, s->n + 1);
+    s->v[s->n++] = (cat_skip){r->path, from, to, to_end};
+}
+
+/* After damage at `at` (nothing consumed there, or a chunk read that
+ * makes no sense): on at the next good chunk, or done with the file. */
+static void skip_to_next(reader *r, uint64_t at)
+{
+    if (tk_tread_resync(&r->r)) {
+        note_skip(r, at, r->r.off, false);
+    } else {
+        note_skip(r, at, 0, true);
+        reader_close(r);
+    }
+}
+
+bool readers_open(reader *rs, size_t n, char **files, cat_skips *skips,
+                  cat_failure *f)
 {
     for (size_t k = 0; k < n; k++) {
         reader *r = &rs[k];
         memset(r, 0, sizeof *r);
         r->path = files[k];
         r->index = (unsigned)k;
+        r->skips = skips;
         int rc = tk_tread_open(&r->r, files[k]);
         if (rc == -1) {
             fail(f, files[k], 0, CAT_NOFILE, strerror(errno));
@@ -193,7 +216,9 @@ bool readers_open(reader *rs, size_t n, char **files, cat_failure *f)
             fail(f, files[k], 0, CAT_NOTTRACE, "not a trace file");
             return false;
         }
-        r->open = true;
+        /* rc -3: cut before its magic was whole, damaged from its start
+         * (left closed: its headers' turn says so) */
+        r->open = rc == 0;
         r->x = xmalloc(sizeof(ei_x_buff));
         if (ei_x_new(r->x) != 0) {
             fail(f, files[k], 0, CAT_OUTPUT, "out of memory");
@@ -206,8 +231,34 @@ bool readers_open(reader *rs, size_t n, char **files, cat_failure *f)
     machine *ms = NULL;
     size_t nm = 0, mcap = 0;
     bool ok = true;
-    for (size_t k = 0; k < n && ok; k++)
-        ok = header(&rs[k], &ms, &nm, &mcap, f);
+    for (size_t k = 0; k < n && ok; k++) {
+        reader *r = &rs[k];
+        if (!r->open) { /* cut before its magic was whole */
+            if (skips != NULL)
+                note_skip(r, 0, 0, true);
+            else
+                ok = (fail(f, r->path, 0, CAT_DAMAGED, "cut short (before its magic)"), false);
+            continue;
+        }
+        uint64_t first = r->r.off;
+        ok = header(r, &ms, &nm, &mcap, f);
+        if (!ok && skips != NULL) {
+            /* Its events on a scale of their own, from its next good
+             * chunk on (as tracekit_file_reader reads them): the one after
+             * a first chunk that checked out, or after damage the next
+             * that checks out. */
+            r->ref = (tk_anchor){0, 0};
+            r->hz = 1000000000;
+            if (r->r.off != first)
+                note_skip(r, f->offset, r->r.off, false);
+            else if (r->r.off >= r->r.size) {
+                note_skip(r, f->offset, 0, true);
+                reader_close(r);
+            } else
+                skip_to_next(r, f->offset);
+            ok = true;
+        }
+    }
     for (size_t k = 0; k < nm; k++)
         free(ms[k].key);
     free(ms);
@@ -226,13 +277,18 @@ static bool dict_chunk(reader *r, const unsigned char *p, size_t len)
     if (tk_dict_begin(&it, p, len) != 0 || it.first != r->ndict)
         return false;
     tree t = {.home = r->node};
+    size_t ndict = r->ndict, dict_len = r->dict_len;
     while ((rc = tk_dict_next(&it, &e, &n)) == 1) {
         size_t at = 1;
         t.len = 0;
-        if (n < 2 || e[0] != 131 || etf_parse(&t, e, n, &at) < 0 || at != n) {
-            free(t.v);
-            return false;
+        /* Of a kind the writer makes (tk_ext.h), as the Erlang reader
+         * takes them, then parsed for printing. */
+        if (!tk_ext_entry_ok(tk_ext_check(e, n)) || etf_parse(&t, e, n, &at) < 0 || at != n) {
+            rc = -1;
+            break;
         }
+        GROW(r->dict_lens, r->dict_lens_cap, r->ndict + 1);
+        r->dict_lens[r->ndict] = (uint32_t)n;
         GROW(r->dict, r->dict_cap, r->dict_len + n - 1);
         memcpy(r->dict + r->dict_len, e + 1, n - 1);
         r->dict_len += n - 1;
@@ -240,31 +296,46 @@ static bool dict_chunk(reader *r, const unsigned char *p, size_t len)
         r->dict_off[++r->ndict] = r->dict_len;
     }
     free(t.v);
+    if (rc != 0) { /* all or none, as the Erlang reader's dictionary */
+        r->ndict = ndict;
+        r->dict_len = dict_len;
+    }
     return rc == 0;
 }
 
 /* An events chunk, decoded whole: a record that does not decode makes
- * the chunk bad (as tracekit_core:file_events/3 counts it). */
-static bool events_chunk(reader *r, const unsigned char *p, size_t len)
+ * the chunk bad (as tracekit_file:reader_events/3 counts it). NULL, or
+ * why it is bad. Its decoded bytes are at most 5 times the chunk's, plus
+ * what its references stand for: within TK_TFILE_EXPAND_MAX, or refused
+ * before anything of it is decoded (FORMAT.md). */
+static const char *events_chunk(reader *r, const unsigned char *p, size_t len)
 {
+    static const char bad[] = "a chunk that makes no sense";
     tk_events_iter it;
-    uint64_t stamp;
+    uint64_t stamp, refs, expand = 0;
     const unsigned char *rec;
     size_t n;
     int rc;
     r->x->index = 0;
     r->nevs = r->next = 0;
     if (tk_events_begin(&it, p, len) != 0)
-        return false;
+        return bad;
+    while ((rc = tk_events_next(&it, &stamp, &rec, &n)) == 1)
+        if (!tk_event_file_check(rec, n, r->dict_lens, r->ndict, &refs))
+            return bad;
+        else if ((expand += refs) > TK_TFILE_EXPAND_MAX)
+            return "a chunk whose dictionary references stand for more than 16 MiB";
+    if (rc != 0 || tk_events_begin(&it, p, len) != 0)
+        return bad;
     while ((rc = tk_events_next(&it, &stamp, &rec, &n)) == 1) {
         size_t off = (size_t)r->x->index;
         if (decode_event(r, rec, n, r->x) != 0)
-            return false;
+            return bad;
         GROW(r->evs, r->evs_cap, r->nevs + 1);
         r->evs[r->nevs++] = (cat_event){tk_stamp_time(r->ref, r->hz, stamp), off,
                                         (size_t)r->x->index - off};
     }
-    return rc == 0;
+    return rc == 0 ? NULL : bad;
 }
 
 /* Whether the chunk at `at` is whole but for the end of the file: what a
@@ -291,22 +362,40 @@ int reader_fill(reader *r, cat_failure *f)
         size_t len;
         uint64_t at = r->r.off, count, stamp;
         int rc = tk_tread_next(&r->r, &type, &p, &len);
+        if (rc == TK_TREAD_EOF && !r->ended) {
+            /* No end chunk (FORMAT.md): the writer was killed, its disk
+             * was full when it closed, or it is still writing. */
+            if (r->skips != NULL) {
+                note_skip(r, at, 0, true);
+                reader_close(r);
+                return 0;
+            }
+            fail(f, r->path, at, CAT_DAMAGED, "cut short (no end chunk)");
+            return -1;
+        }
         if (rc == TK_TREAD_EOF) {
             reader_close(r);
             return 0;
         }
         if (rc == TK_TREAD_CORRUPT) {
+            if (r->skips != NULL) {
+                skip_to_next(r, at);
+                continue;
+            }
             fail(f, r->path, at, CAT_DAMAGED, cut_short(r, at) ? "cut short" : "a damaged chunk");
             return -1;
         }
         bool ok;
+        const char *why = "a chunk that makes no sense";
+        if (r->ended) /* the end chunk is a file's last */
+            type = TK_CHUNK_HEADER;
         switch (type) {
         case TK_CHUNK_DICT:
             ok = dict_chunk(r, p, len);
             break;
         case TK_CHUNK_EVENTS:
             r->nevs = r->next = 0;
-            ok = events_chunk(r, p, len);
+            ok = (why = events_chunk(r, p, len)) == NULL;
             if (!ok)
                 r->nevs = r->next = 0;
             break;
@@ -316,7 +405,7 @@ int reader_fill(reader *r, cat_failure *f)
                 r->lost += count;
             break;
         case TK_CHUNK_END:
-            ok = true;
+            ok = r->ended = true;
             break;
         default:
             /* a chunk type of a later version is stepped over; a header
@@ -324,8 +413,11 @@ int reader_fill(reader *r, cat_failure *f)
             ok = type > TK_CHUNK_END;
             break;
         }
-        if (!ok) {
-            fail(f, r->path, at, CAT_DAMAGED, "a chunk that makes no sense");
+        if (!ok && r->skips != NULL) {
+            /* It checked out but makes no sense: stepped over. */
+            note_skip(r, at, at + TK_CHUNK_HEAD + len, false);
+        } else if (!ok) {
+            fail(f, r->path, at, CAT_DAMAGED, why);
             return -1;
         }
     }
@@ -348,6 +440,7 @@ void reader_free(reader *r)
     free(r->node);
     free(r->dict);
     free(r->dict_off);
+    free(r->dict_lens);
     free(r->evs);
     free(r->scratch.v);
     memset(r, 0, sizeof *r);

@@ -96,7 +96,7 @@ void term_atom(sbuf *b, const tnode *n)
     for (size_t k = 0; k < n->n;) {
         uint32_t c = n->u.p[k];
         size_t len = 1;
-        if (!n->latin1 && (len = utf8_next(n->u.p + k, n->n - k, &c)) == 0)
+        if (!n->latin1 && (len = tk_utf8_next(n->u.p + k, n->n - k, &c)) == 0)
             len = 1; /* etf.c let only UTF-8 through */
         char_esc(b, c, '\'');
         k += len;
@@ -226,7 +226,7 @@ static int bin_kind(const unsigned char *p, size_t n)
     bool ascii = true;
     for (size_t k = 0; k < n;) {
         uint32_t c;
-        size_t len = utf8_next(p + k, n - k, &c);
+        size_t len = tk_utf8_next(p + k, n - k, &c);
         if (len == 0 || !(string_char(c) || c >= 160))
             return BIN_BYTES;
         ascii = ascii && c < 128;
@@ -244,7 +244,7 @@ static void bin_text(sbuf *b, const term_opts *o, const tnode *n)
         sb_ch(b, '"');
         for (size_t k = 0; k < whole && !full(b, o);) {
             uint32_t c;
-            size_t len = utf8_next(n->u.p + k, whole - k, &c);
+            size_t len = tk_utf8_next(n->u.p + k, whole - k, &c);
             char_esc(b, c, '"');
             k += len;
         }

@@ -235,7 +235,7 @@ static void cut(sbuf *b, int max)
             at++;
         } else {
             uint32_t c;
-            size_t n = utf8_next(p + at, b->len - at, &c);
+            size_t n = tk_utf8_next(p + at, b->len - at, &c);
             at += n ? n : 1;
         }
         chars++;

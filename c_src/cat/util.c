@@ -124,35 +124,3 @@ void sb_utf8(sbuf *b, uint32_t c)
     }
     sb_put(b, u, n);
 }
-
-size_t utf8_next(const unsigned char *p, size_t n, uint32_t *c)
-{
-    if (n == 0)
-        return 0;
-    unsigned b = p[0];
-    size_t len;
-    uint32_t v, min;
-    if (b < 0x80) {
-        *c = b;
-        return 1;
-    } else if ((b & 0xE0) == 0xC0) {
-        len = 2, v = b & 0x1F, min = 0x80;
-    } else if ((b & 0xF0) == 0xE0) {
-        len = 3, v = b & 0x0F, min = 0x800;
-    } else if ((b & 0xF8) == 0xF0) {
-        len = 4, v = b & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (n < len)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        v = (v << 6) | (p[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return 0;
-    *c = v;
-    return len;
-}

@@ -321,6 +321,13 @@ void tk_pub_abort(tk_pub *p)
     pthread_mutex_unlock(&p->lock);
 }
 
+void tk_pub_sync(tk_pub *p)
+{
+    pthread_mutex_lock(&p->lock);
+    tk_pub_gp_wait(&p->gp);
+    pthread_mutex_unlock(&p->lock);
+}
+
 void tk_pub_get(tk_pub *p, void *out)
 {
     pthread_mutex_lock(&p->lock);

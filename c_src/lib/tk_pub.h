@@ -227,6 +227,13 @@ void tk_pub_commit(tk_pub *p);
 /* Drops the staged changes. */
 void tk_pub_abort(tk_pub *p);
 
+/* Waits for a grace period, serialised with the writers: when it returns,
+ * every read section that began before the call has ended, and every one
+ * that begins after sees what the caller wrote before the call (a flag
+ * outside the configuration, such as a recorder's `closed'). Never call
+ * it inside a read section. */
+void tk_pub_sync(tk_pub *p);
+
 /* Copies the active version into `out` (size bytes), under the writer
  * lock: a writer-side read that needs no slot. */
 void tk_pub_get(tk_pub *p, void *out);

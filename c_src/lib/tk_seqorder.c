@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tk_debug.h"
 #include "tk_mem.h"
 #include "tk_small.h"
 
@@ -154,7 +155,15 @@ static void heap_push(heap *h, size_t x)
     h->a[i] = x;
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (prio(h->ev, h->a[p], h->a[i]) <= 0)
+        /* prio() is 0 only for an index with itself (its last key is the
+         * index), and no index is in the heap twice: topo() pushes an
+         * event once, when its in-degree first reaches 0 (or at the start,
+         * when it is 0 and can never be decremented again), never one that
+         * is done. So `<= 0' and `< 0' stop at the same place here (the
+         * debug build checks it). */
+        int c = prio(h->ev, h->a[p], h->a[i]);
+        TK_ASSERT(c != 0);
+        if (c <= 0)
             break;
         size_t t = h->a[p];
         h->a[p] = h->a[i];

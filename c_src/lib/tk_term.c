@@ -2,34 +2,49 @@
 
 #include "tk_tags.h"
 
+#include "tk_ext.h"
+
+/* What a walk over a record's terms also looks at: in a trace file's
+ * form, the dictionary entries it refers to and its external terms
+ * (tk_event_file_check). NULL: a plain skip. */
+typedef struct {
+    const uint32_t *entry_len;
+    size_t nentries;
+    uint64_t refs; /* bytes of the entries referred to, once per reference */
+} walk_ctx;
+
+static bool walk(tk_rbuf *r, unsigned depth, walk_ctx *c);
+
 /* n terms, one level down. */
-static bool skip_terms(tk_rbuf *r, uint64_t n, unsigned depth)
+static bool walk_terms(tk_rbuf *r, uint64_t n, unsigned depth, walk_ctx *c)
 {
     if (!tk_count_ok(r, n))
         return false;
     for (uint64_t i = 0; i < n; i++)
-        if (!tk_term_skip(r, depth))
+        if (!walk(r, depth, c))
             return false;
     return true;
 }
 
-/* u32 length, then that many bytes. */
-static bool skip_sized(tk_rbuf *r, size_t extra_header)
+/* u32 length, then that many bytes (at *data). */
+static bool skip_sized(tk_rbuf *r, size_t extra_header, const unsigned char **data,
+                       uint32_t *n)
 {
-    uint32_t n;
     uint64_t ignored;
-    if (!tk_get_u32(r, &n) || (extra_header && !tk_get_word(r, &ignored)) ||
-        (size_t)(r->end - r->p) < n)
+    if (!tk_get_u32(r, n) || (extra_header && !tk_get_word(r, &ignored)) ||
+        (size_t)(r->end - r->p) < *n)
         return false;
-    r->p += n;
+    *data = r->p;
+    r->p += *n;
     return true;
 }
 
-bool tk_term_skip(tk_rbuf *r, unsigned depth)
+static bool walk(tk_rbuf *r, unsigned depth, walk_ctx *c)
 {
     unsigned tag;
     uint64_t w;
     uint32_t n;
+    const unsigned char *data;
     if (!tk_get_u8(r, &tag))
         return false;
     switch (tag) {
@@ -42,26 +57,59 @@ bool tk_term_skip(tk_rbuf *r, unsigned depth)
         return tk_get_word(r, &w);
     case TK_T_IMM32:
     case TK_T_INT32:
-    case TK_T_DICT:
         return tk_get_u32(r, &n);
+    case TK_T_DICT:
+        if (!tk_get_u32(r, &n))
+            return false;
+        if (c != NULL) {
+            if (n >= c->nentries)
+                return false;
+            c->refs += c->entry_len[n];
+        }
+        return true;
     case TK_T_BIN:
-    case TK_T_EXT:
     case TK_T_FUN:
-        return skip_sized(r, 0);
+        return skip_sized(r, 0, &data, &n);
+    case TK_T_EXT:
+        return skip_sized(r, 0, &data, &n) &&
+               (c == NULL || tk_ext_check(data, n) != TK_EXT_BAD);
     case TK_T_BINCUT:
-        return skip_sized(r, 1);
+        return skip_sized(r, 1, &data, &n);
     case TK_T_LIST:
         return tk_term_may_nest(depth) && tk_get_u32(r, &n) &&
-               skip_terms(r, n, depth + 1) && tk_term_skip(r, depth + 1);
+               walk_terms(r, n, depth + 1, c) && walk(r, depth + 1, c);
     case TK_T_TUPLE:
         return tk_term_may_nest(depth) && tk_get_u32(r, &n) &&
-               skip_terms(r, n, depth + 1);
+               walk_terms(r, n, depth + 1, c);
     case TK_T_MAP:
         return tk_term_may_nest(depth) && tk_get_u32(r, &n) &&
-               skip_terms(r, 2 * (uint64_t)n, depth + 1);
+               walk_terms(r, 2 * (uint64_t)n, depth + 1, c);
     default:
         return false;
     }
+}
+
+bool tk_term_skip(tk_rbuf *r, unsigned depth)
+{
+    return walk(r, depth, NULL);
+}
+
+bool tk_event_file_check(const void *rec, size_t len, const uint32_t *entry_len,
+                         size_t nentries, uint64_t *refs)
+{
+    tk_event ev;
+    walk_ctx c = {entry_len, nentries, 0};
+    if (tk_event_parse(rec, len, &ev) != 0)
+        return false;
+    for (int f = 0; f < TK_F_COUNT; f++) {
+        if (ev.field[f].len == 0)
+            continue;
+        tk_rbuf r = {ev.field[f].p, ev.field[f].p + ev.field[f].len};
+        if (!walk(&r, 0, &c))
+            return false;
+    }
+    *refs = c.refs;
+    return true;
 }
 
 int tk_event_parse(const void *rec, size_t len, tk_event *ev)
@@ -167,8 +215,20 @@ static bool xlate_term(tk_rbuf *r, tk_wbuf *w, unsigned depth,
     case TK_T_DICT:
         tk_put_u8(w, tag);
         return pass(r, w, 4);
-    case TK_T_BIN:
     case TK_T_EXT:
+        /* An external term a file may not hold (nested deeper than the
+         * rule: a fun's environment) becomes the marker. */
+        if (!tk_get_u32(r, &n) || (size_t)(r->end - r->p) < n)
+            return false;
+        if (tk_ext_check(r->p, n) == TK_EXT_BAD) {
+            tk_put_u8(w, TK_T_CUT);
+            r->p += n;
+            return true;
+        }
+        tk_put_u8(w, tag);
+        tk_put_u32(w, n);
+        return pass(r, w, n);
+    case TK_T_BIN:
     case TK_T_FUN:
     case TK_T_BINCUT:
         tk_put_u8(w, tag);

@@ -199,10 +199,20 @@ typedef struct {
 } tk_xlate;
 
 /* Copies an event record into `out` (at least `len` bytes: the file form
- * is never longer) with every immediate word replaced by what x says.
- * Returns the bytes written, or 0 if the record is malformed or x fails. */
+ * is never longer) with every immediate word replaced by what x says, and
+ * every external term a file may not hold (tk_ext.h: nested too deep)
+ * replaced by the marker. Returns the bytes written, or 0 if the record
+ * is malformed or x fails. */
 size_t tk_event_to_file(const void *rec, size_t len, unsigned char *out,
                         const tk_xlate *x);
+
+/* A record in a file's form as every reader checks it (FORMAT.md): well
+ * formed (tk_event_parse), each dictionary reference to an entry there is
+ * (0 .. nentries-1), each external term one a file may hold (tk_ext.h).
+ * On true, *refs is the bytes of the entries it refers to, entry_len[k]
+ * for each reference to entry k: what the references expand it by. */
+bool tk_event_file_check(const void *rec, size_t len, const uint32_t *entry_len,
+                         size_t nentries, uint64_t *refs);
 
 /* ---- writing terms ------------------------------------------------------ */
 

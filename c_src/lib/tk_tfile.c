@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -83,7 +84,124 @@ static int write_all(tk_tfile *f, struct iovec *iov, int n)
     return 0;
 }
 
-/* Opens file f->seq, truncated, and writes the magic. */
+/* The magic of a regular file of `size` bytes open at fd: 0 whole; 1 a
+ * file cut before it was whole (shorter than the magic, what it holds the
+ * magic's beginning, nothing included: a writer killed as it made the
+ * file, or a first write taken back); -1 not a trace file. The one rule
+ * of the writer (tk_tfile_is_ours) and the readers (tk_tread_open). */
+static int magic_of(int fd, uint64_t size)
+{
+    char magic[TK_TFILE_MAGIC_LEN];
+    size_t n = size < sizeof magic ? (size_t)size : sizeof magic;
+    if (pread(fd, magic, n, 0) != (ssize_t)n || memcmp(magic, TK_TFILE_MAGIC, n) != 0)
+        return -1;
+    return n < sizeof magic ? 1 : 0;
+}
+
+bool tk_tfile_is_ours(int dir, const char *name)
+{
+    int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    bool yes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+               magic_of(fd, (uint64_t)st.st_size) >= 0;
+    close(fd);
+    return yes;
+}
+
+/* A character device at `name` (written as it is), opened non-blocking. */
+static int open_device(const char *name)
+{
+    return open(name, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+}
+
+/* A new file at `name` for writing (tk_tfile_open says which). The
+ * descriptor, or -1 with errno set. */
+static int create_file(const char *name, unsigned mode)
+{
+    struct stat st;
+    if (lstat(name, &st) == 0) {
+        if (S_ISCHR(st.st_mode))
+            return open_device(name);
+        if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+            errno = ESPIPE; /* writes would wait for a reader */
+            return -1;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            errno = EISDIR;
+            return -1;
+        }
+        if (!tk_tfile_is_ours(AT_FDCWD, name)) {
+            errno = EEXIST;
+            return -1;
+        }
+        if (unlink(name) != 0 && errno != ENOENT)
+            return -1;
+    } else if (errno != ENOENT) {
+        return -1;
+    }
+    /* Made new, never followed: if anything took the name meanwhile, this
+     * fails with EEXIST. Created 0600 (less under a umask), then given
+     * exactly the bits asked for. */
+    int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+                  TK_TFILE_MODE);
+    if (fd >= 0 && fchmod(fd, mode) != 0) {
+        int e = errno;
+        close(fd);
+        (void)unlink(name);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+/* Takes back what a failed write left after `at`: the file ends at `at`
+ * again and the next write goes there. 0, or -1 (errno set). */
+static int cut_back(tk_tfile *f, uint64_t at)
+{
+    if (!f->regular)
+        return 0; /* a device keeps nothing to take back */
+    if (ftruncate(f->fd, (off_t)at) != 0 || lseek(f->fd, (off_t)at, SEEK_SET) != (off_t)at)
+        return -1;
+    return 0;
+}
+
+/* Writes iov (n entries) as one piece: all of it, or nothing that stays
+ * in the file (see tk_tfile_chunk). 0, or -1 (counted). */
+static int write_whole(tk_tfile *f, struct iovec *iov, int n)
+{
+    uint64_t in_file = f->in_file, total = f->total;
+    if (f->cut_pending) {
+        if (cut_back(f, in_file) != 0) {
+            f->last_errno = errno;
+            f->write_errors++;
+            return -1;
+        }
+        f->cut_pending = false;
+    }
+    if (write_all(f, iov, n) == 0)
+        return 0;
+    /* Part of it may be in the file: not one byte of it stays. */
+    f->in_file = in_file;
+    f->total = total;
+    f->cut_pending = cut_back(f, in_file) != 0;
+    return -1;
+}
+
+/* The magic, when the open file does not begin with it yet. */
+static int write_magic(tk_tfile *f)
+{
+    struct iovec iov = {(void *)TK_TFILE_MAGIC, TK_TFILE_MAGIC_LEN};
+    if (!f->need_magic)
+        return 0;
+    if (write_whole(f, &iov, 1) != 0)
+        return -1;
+    f->need_magic = false;
+    return 0;
+}
+
+/* Opens file f->seq, made new, and writes the magic. */
 static int open_current(tk_tfile *f)
 {
     char name[4096];
@@ -93,7 +211,7 @@ static int open_current(tk_tfile *f)
     }
     /* Non-blocking: opening a FIFO for writing would wait for a reader,
      * in the caller's thread (a scheduler) for as long as none comes. */
-    int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
+    int fd = create_file(name, f->mode);
     struct stat st;
     memset(&st, 0, sizeof st);
     if (fd < 0) {
@@ -112,15 +230,22 @@ static int open_current(tk_tfile *f)
     }
     f->fd = fd;
     f->in_file = 0;
-    struct iovec iov = {(void *)TK_TFILE_MAGIC, TK_TFILE_MAGIC_LEN};
-    return write_all(f, &iov, 1);
+    f->regular = S_ISREG(st.st_mode);
+    f->cut_pending = false;
+    f->need_magic = true;
+    return write_magic(f);
 }
 
 int tk_tfile_open(tk_tfile *f, const char *base, uint64_t file_bytes,
-                  unsigned count, uint64_t max_bytes)
+                  unsigned count, uint64_t max_bytes, unsigned mode)
 {
     memset(f, 0, sizeof *f);
     f->fd = -1;
+    if (!tk_tfile_mode_ok(mode)) {
+        errno = EINVAL;
+        return -1;
+    }
+    f->mode = mode;
     size_t n = strlen(base);
     f->base = tk_mem_alloc(n + 1);
     if (f->base == NULL) {
@@ -168,16 +293,19 @@ int tk_tfile_rotate(tk_tfile *f)
 int tk_tfile_chunk(tk_tfile *f, unsigned type, const void *payload,
                    size_t len)
 {
-    if (f->max_bytes != 0 && f->total + TK_CHUNK_HEAD + len > f->max_bytes)
+    size_t magic = f->need_magic ? TK_TFILE_MAGIC_LEN : 0;
+    if (f->max_bytes != 0 && f->total + magic + TK_CHUNK_HEAD + len > f->max_bytes)
         return 1;
     if (f->fd < 0) {
         f->write_errors++;
         return -1;
     }
+    if (write_magic(f) != 0)
+        return -1;
     unsigned char head[TK_CHUNK_HEAD];
     make_head(head, type, payload, len);
     struct iovec iov[2] = {{head, TK_CHUNK_HEAD}, {(void *)payload, len}};
-    return write_all(f, iov, len > 0 ? 2 : 1);
+    return write_whole(f, iov, len > 0 ? 2 : 1);
 }
 
 int tk_tfile_sync(tk_tfile *f)
@@ -199,6 +327,70 @@ void tk_tfile_close(tk_tfile *f)
     f->base = NULL;
 }
 
+/* ---- directories of one's own ------------------------------------------------ */
+
+int tk_tfile_private_dir(const char *parent, const char *prefix, char *out,
+                         size_t cap)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    struct stat st;
+    if (strchr(prefix, '/') != NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (stat(parent, &st) != 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    for (int attempt = 0; attempt < 100; attempt++) {
+        /* 12 characters of 62: 71 bits from the kernel's random source
+         * (bytes of 248 and more are drawn again, so that each character
+         * is equally likely). */
+        char name[13];
+        for (size_t k = 0; k < 12;) {
+            unsigned char b[32];
+            if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b)
+                return -1;
+            for (size_t i = 0; i < sizeof b && k < 12; i++)
+                if (b[i] < 248)
+                    name[k++] = alphabet[b[i] % 62];
+        }
+        name[12] = 0;
+        size_t plen = strlen(parent);
+        while (plen > 1 && parent[plen - 1] == '/')
+            plen--;
+        int n = snprintf(out, cap, "%.*s%s%s%s", (int)plen, parent,
+                         parent[plen - 1] == '/' ? "" : "/", prefix, name);
+        if (n < 0 || (size_t)n >= cap) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        if (mkdir(out, 0700) != 0) {
+            if (errno == EEXIST)
+                continue;
+            return -1;
+        }
+        /* 0700 exactly, whatever the umask took away; through a descriptor
+         * of the directory just made, never a link put in its place. */
+        int fd = open(out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || fchmod(fd, 0700) != 0) {
+            int e = errno;
+            if (fd >= 0)
+                close(fd);
+            (void)rmdir(out);
+            errno = e;
+            return -1;
+        }
+        close(fd);
+        return 0;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
 /* ---- reading ---------------------------------------------------------------- */
 
 int tk_tread_open(tk_tread *r, const char *path)
@@ -210,7 +402,6 @@ int tk_tread_open(tk_tread *r, const char *path)
     if (r->fd < 0)
         return -1;
     struct stat st;
-    char magic[TK_TFILE_MAGIC_LEN];
     if (fstat(r->fd, &st) != 0) {
         int e = errno;
         tk_tread_close(r);
@@ -222,10 +413,10 @@ int tk_tread_open(tk_tread *r, const char *path)
         return -2;
     }
     r->size = (uint64_t)st.st_size;
-    if (pread(r->fd, magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
-        memcmp(magic, TK_TFILE_MAGIC, sizeof magic) != 0) {
+    int magic = magic_of(r->fd, r->size);
+    if (magic != 0) {
         tk_tread_close(r);
-        return -2;
+        return magic < 0 ? -2 : -3;
     }
     r->off = TK_TFILE_MAGIC_LEN;
     return 0;

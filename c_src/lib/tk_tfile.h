@@ -23,6 +23,11 @@
 #define TK_TFILE_SYNC 0x4B434B54u /* "TKCK" */
 #define TK_CHUNK_HEAD 16u         /* sync, type, flags, reserved, length, crc */
 #define TK_CHUNK_MAX (1u << 30)   /* the largest payload a reader accepts */
+/* The most an events chunk's dictionary references may stand for: the
+ * sum, over its records, of the bytes of the entry each reference names
+ * (tk_event_file_check). Readers refuse a chunk over it; the writer ends a
+ * chunk before it, and leaves out (counted) a record over it alone. */
+#define TK_TFILE_EXPAND_MAX (16u << 20)
 
 enum {
     TK_CHUNK_HEADER = 1,
@@ -34,8 +39,17 @@ enum {
 
 /* ---- writing --------------------------------------------------------------- */
 
+/* The permission bits of a trace file: owner read and write, and what
+ * else a caller asks for of read and write (0600 .. 0666). */
+#define TK_TFILE_MODE 0600u
+static inline int tk_tfile_mode_ok(unsigned mode)
+{
+    return (mode & ~0666u) == 0 && (mode & 0600u) == 0600u;
+}
+
 typedef struct {
     char *base;          /* the path, or a wrap set's base name */
+    unsigned mode;       /* the files' permission bits */
     uint64_t file_bytes; /* wrap set: bytes per file; 0: one file */
     unsigned count;      /* wrap set: files in turn */
     uint64_t max_bytes;  /* 0: no limit on the bytes of all files */
@@ -45,28 +59,64 @@ typedef struct {
     uint64_t total;      /* bytes written in all */
     uint64_t write_errors;
     int last_errno;
+    bool need_magic;     /* the open file does not begin with the magic yet */
+    bool regular;        /* the open file is a regular file (not a device) */
+    bool cut_pending;    /* a failed write left bytes after in_file that a
+                            truncation has not taken back yet */
 } tk_tfile;
 
 /* The name of file `seq` of a set: the path itself, or base.N with N =
  * seq mod count for a wrap set. Returns the length (as snprintf). */
 int tk_tfile_name(const tk_tfile *f, uint64_t seq, char *out, size_t cap);
 
-/* Opens file 0 (created or truncated) and writes the magic. 0, or -1 with
- * errno set (the file could not be created: a missing directory, no
- * permission). file_bytes 0: a single file. */
+/* Opens file 0 and writes the magic. 0, or -1 with errno set (the file
+ * could not be created: a missing directory, no permission, something
+ * else already there). file_bytes 0: a single file.
+ *
+ * Every file of a set is made new (O_CREAT | O_EXCL | O_NOFOLLOW), its
+ * permission bits exactly `mode` (tk_tfile_mode_ok): nothing is ever
+ * written through a symbolic link or into a file someone else made. A
+ * trace file of this user already at the name (tk_tfile_is_ours: an
+ * earlier trace, or one cut before its magic was whole) is removed
+ * first; anything else there is left alone and refused: EEXIST, or
+ * ESPIPE for a FIFO or socket, EISDIR for a directory. A character
+ * device (/dev/null) is written as it is. */
 int tk_tfile_open(tk_tfile *f, const char *base, uint64_t file_bytes,
-                  unsigned count, uint64_t max_bytes);
+                  unsigned count, uint64_t max_bytes, unsigned mode);
+
+/* Whether `name` in directory `dir` (a descriptor, or AT_FDCWD) is a
+ * trace file of this user: a regular file (not followed through a
+ * symbolic link) owned by the effective user, starting with the magic
+ * or cut before it was whole (what it holds begins the magic). */
+bool tk_tfile_is_ours(int dir, const char *name);
+
+/* Makes a directory of this user's own in `parent`: parent/prefix
+ * followed by 12 characters from the kernel's random source, made new
+ * (it did not exist), mode 0700 exactly. Its path goes to out (cap
+ * bytes). 0, or -1 with errno set: ENOTDIR when parent is not a
+ * directory, EINVAL when prefix holds a slash, ENAMETOOLONG. */
+int tk_tfile_private_dir(const char *parent, const char *prefix, char *out,
+                         size_t cap);
 
 /* Bytes the open file of a wrap set may still take (UINT64_MAX for a
  * single file). */
 uint64_t tk_tfile_room(const tk_tfile *f);
 
 /* Moves to the next file of a wrap set (reusing the oldest once there are
- * `count`), writes its magic. 0, or -1 (counted as a write error). */
+ * `count`), writes its magic. 0, or -1 (counted as a write error; when
+ * the file was made but its magic not written, the next chunk writes it
+ * first). */
 int tk_tfile_rotate(tk_tfile *f);
 
 /* Writes one chunk. 0 when written; 1 when the total size limit refuses
- * it (nothing is written); -1 on a write error (counted). */
+ * it (nothing is written); -1 on a write error (counted).
+ *
+ * A chunk is in the file whole or not at all (FORMAT.md): a write that
+ * stops part way (a full disk, the file size limit) is taken back by
+ * truncating the file to where the chunk began, so that the chunks
+ * written once there is room again follow the last whole one. (If the
+ * truncation fails too, it is tried again before the next chunk, which is
+ * refused while it fails.) */
 int tk_tfile_chunk(tk_tfile *f, unsigned type, const void *payload,
                    size_t len);
 
@@ -92,7 +142,9 @@ enum {
 };
 
 /* Opens a trace file. 0; -1 with errno set if it cannot be read; -2 if it
- * is not a trace file (no magic). */
+ * is not a trace file (no magic); -3 if it is one cut before its magic
+ * was whole (shorter than the magic, and what it holds begins it: a file
+ * of a set whose writer was killed as it made the file). */
 int tk_tread_open(tk_tread *r, const char *path);
 
 /* The next chunk: TK_TREAD_CHUNK with *type, *payload and *len (the

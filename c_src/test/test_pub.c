@@ -336,6 +336,80 @@ TK_TEST_THREADED(pub_concurrent_versions_fence)
     pub_stress(TK_PUB_FENCE);
 }
 
+/* ---- a flag outside the configuration, and tk_pub_sync --------------------
+ *
+ * A recorder's close: the writer raises a flag, waits with tk_pub_sync,
+ * and from then on no reader acts on the flag being down. Readers count,
+ * inside their section, each time they found it down; the count read after
+ * sync returns never grows again. */
+typedef struct {
+    tk_pub p;
+    atomic_int closed, stop;
+    atomic_long acted;
+} sync_st;
+
+static void *sync_reader(void *arg)
+{
+    sync_st *s = arg;
+    static atomic_uint next;
+    unsigned k = atomic_fetch_add(&next, 1);
+    unsigned slot = k % 3 == 2 ? TK_PUB_SHARED : k % 64; /* owned: one thread each */
+    long n = 0;
+    while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
+        (void)tk_pub_read_begin(&s->p, slot);
+        if (!atomic_load_explicit(&s->closed, memory_order_acquire)) {
+            /* A little work between the look and the act, as a callback
+             * encodes an event before it pushes it. */
+            for (volatile int k = 0; k < (n & 127); k++)
+                ;
+            atomic_fetch_add_explicit(&s->acted, 1, memory_order_relaxed);
+        }
+        tk_pub_read_end(&s->p, slot);
+        if ((++n & 63) == 0)
+            sched_yield();
+    }
+    return NULL;
+}
+
+static void pub_sync_rounds(unsigned flags)
+{
+    enum { READERS = 4 };
+    long rounds = tk_test_iters(200, 10);
+    for (long round = 0; round < rounds; round++) {
+        sync_st s;
+        cfg init = {0, {0}};
+        TK_REQUIRE(tk_pub_init_flags(&s.p, sizeof init, &init, flags) == 0);
+        atomic_store(&s.closed, 0);
+        atomic_store(&s.stop, 0);
+        atomic_store(&s.acted, 0);
+        pthread_t r[READERS];
+        for (int i = 0; i < READERS; i++)
+            pthread_create(&r[i], NULL, sync_reader, &s);
+        while (atomic_load(&s.acted) < 1000)
+            sched_yield();
+        atomic_store_explicit(&s.closed, 1, memory_order_release);
+        tk_pub_sync(&s.p);
+        long at_sync = atomic_load(&s.acted);
+        sleep_ms(1);
+        TK_CHECK_EQ(atomic_load(&s.acted), at_sync);
+        atomic_store(&s.stop, 1);
+        for (int i = 0; i < READERS; i++)
+            pthread_join(r[i], NULL);
+        TK_CHECK_EQ(atomic_load(&s.acted), at_sync);
+        tk_pub_destroy(&s.p);
+    }
+}
+
+TK_TEST_THREADED(pub_sync_membarrier)
+{
+    pub_sync_rounds(TK_PUB_AUTO);
+}
+
+TK_TEST_THREADED(pub_sync_fence)
+{
+    pub_sync_rounds(TK_PUB_FENCE);
+}
+
 /* ---- reader cost ----------------------------------------------------------
  * Print the cost of a read_begin/read_end pair (and reading one word) in
  * each reader mode; what they check is only that every read returned the

@@ -104,6 +104,34 @@ TK_TEST(seqorder_spawn_reply_quirk)
         TK_CHECK_EQ(order[k], want[k]);
 }
 
+/* A receive of serial s comes after the sends and prints of its process
+ * with a serial up to s: s itself included (after the receive the clock
+ * is at least s, so a later send would carry more). Here process P sent
+ * {5, 5} (lastcnt no lower than serial: inconsistent input, as after a
+ * reset_trace) and received {4, 5}: the send goes first. Counting only
+ * the serials below s would put the receive before the send, and let it
+ * claim the send's run start as if the send came after it. (In a
+ * consistent history the two coincide: the output priority already puts
+ * a send before a receive of the same serial.) */
+TK_TEST(seqorder_receive_after_send_of_its_serial)
+{
+    enum { P = 1, X = 2, Y = 3 };
+    tk_seqorder_event in[] = {
+        ev(TK_SEQORDER_SEND, 4, 5, X, P, 20),
+        ev(TK_SEQORDER_RECEIVE, 4, 5, X, P, 20),
+        ev(TK_SEQORDER_SEND, 5, 5, P, Y, 21),
+    };
+    size_t order[3];
+    long match[3];
+    TK_REQUIRE(tk_seqorder(in, 3, order, match) == 0);
+    /* P's send, X's send (both free, by owner), then the receive. */
+    TK_CHECK_EQ(order[0], 2);
+    TK_CHECK_EQ(order[1], 0);
+    TK_CHECK_EQ(order[2], 1);
+    TK_CHECK_EQ(match[0], 1);
+    TK_CHECK_EQ(match[2], -1);
+}
+
 TK_TEST(seqorder_empty)
 {
     size_t order[1];

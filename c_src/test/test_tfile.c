@@ -5,6 +5,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +68,7 @@ TK_TEST(tfile_chunks_round_trip)
     snprintf(path, sizeof path, "%s/t", dir);
     tk_tfile f;
     unsigned char p[400];
-    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0) == 0);
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE) == 0);
     for (unsigned i = 0; i < 500; i++)
         TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
     TK_CHECK_EQ(tk_tfile_sync(&f), 0);
@@ -91,7 +95,7 @@ TK_TEST(tfile_cut_short_reads_complete_chunks)
     tk_tfile f;
     unsigned char p[400];
     uint64_t ends[21];
-    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0) == 0);
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE) == 0);
     ends[0] = f.total;
     for (unsigned i = 0; i < 20; i++) {
         TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
@@ -107,7 +111,7 @@ TK_TEST(tfile_cut_short_reads_complete_chunks)
         TK_CHECK_EQ(read_all(path, &last), complete);
         TK_CHECK_EQ(last, cut == ends[complete] ? TK_TREAD_EOF : TK_TREAD_CORRUPT);
         /* Put the file back for the next cut. */
-        TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0) == 0);
+        TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE) == 0);
         for (unsigned i = 0; i < 20; i++)
             TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
         tk_tfile_close(&f);
@@ -125,7 +129,7 @@ TK_TEST(tfile_damage_is_found_and_skipped)
     tk_tfile f;
     unsigned char p[400];
     uint64_t ends[11];
-    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0) == 0);
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE) == 0);
     ends[0] = f.total;
     for (unsigned i = 0; i < 10; i++) {
         TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
@@ -172,7 +176,7 @@ TK_TEST(tfile_wrap_set_rotates)
     snprintf(base, sizeof base, "%s/w", dir);
     tk_tfile f;
     unsigned char p[400];
-    TK_REQUIRE(tk_tfile_open(&f, base, 1000, 3, 0) == 0);
+    TK_REQUIRE(tk_tfile_open(&f, base, 1000, 3, 0, TK_TFILE_MODE) == 0);
     unsigned chunks = 0;
     for (unsigned i = 0; i < 40; i++) {
         size_t n = payload(i, p);
@@ -215,19 +219,70 @@ TK_TEST(tfile_limits_and_errors)
     snprintf(path, sizeof path, "%s/t", dir);
     tk_tfile f;
     unsigned char p[400] = {0};
-    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 100) == 0);
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 100, TK_TFILE_MODE) == 0);
     TK_CHECK_EQ(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, 50), 0);
     TK_CHECK_EQ(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, 50), 1);
     TK_CHECK_EQ(f.total, TK_TFILE_MAGIC_LEN + TK_CHUNK_HEAD + 50);
     tk_tfile_close(&f);
     snprintf(path, sizeof path, "%s/no/such/dir/t", dir);
     errno = 0;
-    TK_CHECK_EQ(tk_tfile_open(&f, path, 0, 0, 0), -1);
+    TK_CHECK_EQ(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE), -1);
     TK_CHECK_EQ(errno, ENOENT);
     if (access("/dev/full", W_OK) == 0) {
-        TK_CHECK_EQ(tk_tfile_open(&f, "/dev/full", 0, 0, 0), -1);
+        TK_CHECK_EQ(tk_tfile_open(&f, "/dev/full", 0, 0, 0, TK_TFILE_MODE), -1);
         TK_CHECK_EQ(errno, ENOSPC);
     }
+    remove_dir(dir);
+}
+
+/* A write that stops part way (here at the file size limit, as a full
+ * disk stops one) leaves nothing of its chunk: the file ends at the last
+ * whole chunk, and once there is room again the chunks written after
+ * follow it; the file reads to its end. (The partial chunk stayed, and
+ * every chunk after it was unreadable.) */
+TK_TEST(tfile_failed_write_is_taken_back)
+{
+    char dir[64], path[128];
+    temp_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/t", dir);
+    sigset_t xfsz, saved;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    TK_REQUIRE(pthread_sigmask(SIG_BLOCK, &xfsz, &saved) == 0);
+    struct rlimit old;
+    TK_REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    tk_tfile f;
+    unsigned char p[400];
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE) == 0);
+    unsigned i = 0;
+    for (; i < 5; i++)
+        TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
+    /* Room for part of the next chunk only. */
+    struct rlimit low = {f.total + 100, old.rlim_max};
+    TK_REQUIRE(setrlimit(RLIMIT_FSIZE, &low) == 0);
+    uint64_t whole = f.total;
+    for (int k = 0; k < 3; k++) {
+        TK_CHECK_EQ(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)), -1);
+        TK_CHECK_EQ(f.last_errno, EFBIG);
+        TK_CHECK_EQ(f.total, whole);
+        struct stat st;
+        TK_REQUIRE(stat(path, &st) == 0);
+        TK_CHECK_EQ((uint64_t)st.st_size, whole);
+    }
+    TK_CHECK_EQ(f.write_errors, 3);
+    TK_REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    for (; i < 20; i++)
+        TK_REQUIRE(tk_tfile_chunk(&f, TK_CHUNK_EVENTS, p, payload(i, p)) == 0);
+    tk_tfile_close(&f);
+    int last;
+    TK_CHECK_EQ(read_all(path, &last), 20);
+    TK_CHECK_EQ(last, TK_TREAD_EOF);
+    /* A raised SIGXFSZ is pending for this thread: taken, then the mask
+     * goes back. */
+    struct timespec now = {0, 0};
+    while (sigtimedwait(&xfsz, NULL, &now) == SIGXFSZ)
+        ;
+    TK_REQUIRE(pthread_sigmask(SIG_SETMASK, &saved, NULL) == 0);
     remove_dir(dir);
 }
 
@@ -237,6 +292,43 @@ TK_TEST(tfile_reader_refuses_other_files)
     tk_tread r;
     TK_CHECK_EQ(tk_tread_open(&r, "/no/such/file"), -1);
     TK_CHECK_EQ(tk_tread_open(&r, "/etc/hostname"), -2);
+}
+
+/* A file cut before its magic was whole (a writer killed as it made the
+ * file, or its first write taken back): shorter than the magic, what it
+ * holds the magic's beginning. The readers say it is cut (-3: damaged
+ * from its start), not that it is no trace file; the writer takes it for
+ * its own (it was one), so a new trace at its name replaces it. A file
+ * as short whose bytes differ, or one of 8 bytes that are not the magic,
+ * is no trace file, and is left alone. */
+TK_TEST(tfile_cut_before_magic)
+{
+    char dir[64], path[128];
+    temp_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/t", dir);
+    tk_tread r;
+    for (size_t n = 0; n < TK_TFILE_MAGIC_LEN; n++) {
+        FILE *fp = fopen(path, "wb");
+        TK_REQUIRE(fp != NULL && fwrite(TK_TFILE_MAGIC, 1, n, fp) == n && fclose(fp) == 0);
+        TK_CHECK_EQ(tk_tread_open(&r, path), -3);
+        TK_CHECK(tk_tfile_is_ours(AT_FDCWD, path));
+    }
+    tk_tfile f;
+    TK_REQUIRE(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE) == 0);
+    tk_tfile_close(&f);
+    TK_REQUIRE(tk_tread_open(&r, path) == 0);
+    tk_tread_close(&r);
+    static const char *const others[] = {"TKTX", "x", "TKTRACE2"};
+    for (size_t k = 0; k < sizeof others / sizeof others[0]; k++) {
+        FILE *fp = fopen(path, "wb");
+        TK_REQUIRE(fp != NULL && fputs(others[k], fp) >= 0 && fclose(fp) == 0);
+        TK_CHECK_EQ(tk_tread_open(&r, path), -2);
+        TK_CHECK(!tk_tfile_is_ours(AT_FDCWD, path));
+        errno = 0;
+        TK_CHECK_EQ(tk_tfile_open(&f, path, 0, 0, 0, TK_TFILE_MODE), -1);
+        TK_CHECK_EQ(errno, EEXIST);
+    }
+    remove_dir(dir);
 }
 
 /* Events, dictionary and lost payloads built and read back. */

@@ -155,13 +155,16 @@ int tk_recorder_args_get(const tk_recorder_lib *lib, ErlNifEnv *env,
 
 /* ---- the callbacks -------------------------------------------------------------- */
 
-/* The recorder, if this library may produce into it: one numbered by
- * another library's thread registry (loaded from another file before an
- * upgrade) is not. */
-static inline tk_recorder *usable(tk_recorder *r)
+/* Whether this library may produce into the recorder: one numbered by
+ * another library's thread registry (made by a version of the library
+ * loaded from another file, before an upgrade) is not, as the slot
+ * numbers of two registries would make two threads push into one
+ * single-producer ring. */
+static inline bool own(const tk_recorder *r)
 {
-    return r != NULL && r->registry == tk_thread_registry() ? r : NULL;
+    return r->registry == tk_thread_registry();
 }
+
 
 /* Whether the settings let events with this tag through. */
 static inline bool cfg_wants(const tk_recorder_cfg *c, int tag)
@@ -220,36 +223,53 @@ static inline tk_recorder *holder_of(const tk_recorder_lib *lib, ErlNifEnv *env,
     return enif_get_resource(env, state, lib->holder_type, &h) ? *(tk_recorder **)h : NULL;
 }
 
-ERL_NIF_TERM tk_recorder_enabled_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+/* A recorder of another library version (see own): its events are refused
+ * here and counted (its stats still add up), and its tracer stays until
+ * it is closed. In a read section of its settings' shared slot (this
+ * library's slot numbers are not its), so that a waiting close/1 sees the
+ * count final. */
+static ERL_NIF_TERM foreign_enabled(const tk_recorder_lib *lib, tk_recorder *r,
+                                    ERL_NIF_TERM tag)
 {
-    (void)argc;
-    tk_recorder_lib *lib = enif_priv_data(env);
-    tk_recorder *r = usable(holder_of(lib, env, argv[1]));
-    /* A closed recorder, or a state that is not one: the tracer removes
-     * itself (trace_status) and drops everything else. */
-    if (r == NULL || atomic_load_explicit(&r->closed, memory_order_acquire))
-        return argv[0] == lib->am_trace_status ? lib->am_remove : lib->am_discard;
-    if (argv[0] == lib->am_trace_status)
+    ERL_NIF_TERM answer;
+    (void)tk_pub_read_begin(&r->cfg, TK_PUB_SHARED);
+    if (atomic_load_explicit(&r->closed, memory_order_acquire)) {
+        answer = tag == lib->am_trace_status ? lib->am_remove : lib->am_discard;
+    } else if (tag == lib->am_trace_status) {
+        answer = lib->am_trace;
+    } else {
+        count_lost(r);
+        answer = lib->am_discard;
+    }
+    tk_pub_read_end(&r->cfg, TK_PUB_SHARED);
+    return answer;
+}
+
+/* enabled* inside its read section: the decision and what it counts
+ * happen before a close/1 that waits for the section (tk_recorder_close_sync)
+ * returns, and none after. */
+static ERL_NIF_TERM enabled_in(const tk_recorder_lib *lib, tk_recorder *r,
+                               unsigned slot, const tk_recorder_cfg *c,
+                               ERL_NIF_TERM tag_term)
+{
+    /* Closed: the tracer removes itself (trace_status) and drops
+     * everything else. */
+    if (atomic_load_explicit(&r->closed, memory_order_acquire))
+        return tag_term == lib->am_trace_status ? lib->am_remove : lib->am_discard;
+    if (tag_term == lib->am_trace_status)
         return lib->am_trace;
-    int tag = tk_codec_tag(&lib->codec, argv[0]);
+    int tag = tk_codec_tag(&lib->codec, tag_term);
     if (tag < 0) { /* not a trace tag: nothing a record could hold */
         count_lost(r);
         return lib->am_discard;
     }
-    unsigned slot = tk_thread_slot();
-    /* The settings may change at any time (set/2): read them in a section,
-     * which set/2 waits for before it returns. */
-    const tk_recorder_cfg *c = tk_pub_read_begin(&r->cfg, slot);
-    bool wanted = cfg_wants(c, tag);
-    uint32_t sample = c->sample;
-    tk_pub_read_end(&r->cfg, slot);
-    if (!wanted) {
+    if (!cfg_wants(c, tag)) {
         count_filtered(r, slot);
         return lib->am_discard;
     }
     /* Sampling: every Nth event of this thread goes through. */
-    if (sample > 1 && slot < TK_THREAD_SHARED &&
-        ++r->slots[slot].tick % sample != 0) {
+    if (c->sample > 1 && slot < TK_THREAD_SHARED &&
+        ++r->slots[slot].tick % c->sample != 0) {
         count_filtered(r, slot);
         return lib->am_discard;
     }
@@ -266,6 +286,25 @@ ERL_NIF_TERM tk_recorder_enabled_nif(ErlNifEnv *env, int argc, const ERL_NIF_TER
         }
     }
     return lib->am_trace;
+}
+
+ERL_NIF_TERM tk_recorder_enabled_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    tk_recorder_lib *lib = enif_priv_data(env);
+    tk_recorder *r = holder_of(lib, env, argv[1]);
+    /* A state that is not a recorder: the tracer removes itself. */
+    if (r == NULL)
+        return argv[0] == lib->am_trace_status ? lib->am_remove : lib->am_discard;
+    if (!own(r))
+        return foreign_enabled(lib, r, argv[0]);
+    unsigned slot = tk_thread_slot();
+    /* The settings may change at any time (set/2): read them in a section,
+     * which set/2 waits for before it returns. */
+    const tk_recorder_cfg *c = tk_pub_read_begin(&r->cfg, slot);
+    ERL_NIF_TERM answer = enabled_in(lib, r, slot, c, argv[0]);
+    tk_pub_read_end(&r->cfg, slot);
+    return answer;
 }
 
 /* The timestamp kind the VM asks for, by its atom. */
@@ -363,34 +402,37 @@ ERL_NIF_TERM tk_recorder_trace_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     (void)argc;
     uint64_t stamp = tk_clock_stamp();
     tk_recorder_lib *lib = enif_priv_data(env);
-    tk_recorder *r = usable(holder_of(lib, env, argv[1]));
-    if (r == NULL || atomic_load_explicit(&r->closed, memory_order_relaxed))
+    tk_recorder *r = holder_of(lib, env, argv[1]);
+    if (r == NULL)
         return lib->am_ok;
-    int tag = tk_codec_tag(&lib->codec, argv[0]);
-    if (tag < 0) { /* not a trace tag: nothing a record could hold */
-        count_lost(r);
+    if (!own(r)) { /* enabled_* answered in another version, then this */
+        (void)foreign_enabled(lib, r, argv[0]);
         return lib->am_ok;
     }
     unsigned slot = tk_thread_slot();
-    /* Checked again here: enabled_* may have answered before a set/2 that
-     * has since returned. (Sampling was decided there.) The section lasts
-     * until the record is pushed, so that set/2, which waits for it, keeps
-     * its promise: no event refused by the new settings is recorded once
-     * it has returned. */
+    /* The section lasts until the record is pushed, so that set/2 and
+     * close, which wait for it, keep their promises: no event refused by
+     * the new settings is recorded once set/2 has returned, and none at
+     * all once a waiting close has (checked again here: enabled_* may
+     * have answered before either). (Sampling was decided there.) */
     const tk_recorder_cfg *c = tk_pub_read_begin(&r->cfg, slot);
-    if (!cfg_wants(c, tag)) {
-        tk_pub_read_end(&r->cfg, slot);
-        count_filtered(r, slot);
-        return lib->am_ok;
-    }
-    tk_ring *ring = own_ring(r, slot);
-    if (ring == NULL) {
+    int tag = tk_codec_tag(&lib->codec, argv[0]);
+    if (atomic_load_explicit(&r->closed, memory_order_acquire)) {
+        /* nothing */
+    } else if (tag < 0) { /* not a trace tag: nothing a record could hold */
         count_lost(r);
+    } else if (!cfg_wants(c, tag)) {
+        count_filtered(r, slot);
     } else {
-        tk_event_in ev = {.tag = (unsigned)tag, .tracee = argv[2],
-                          .msg = argv[3]};
-        read_opts(lib, env, argv[4], &ev);
-        record(lib, env, r, ring, slot, stamp, &ev);
+        tk_ring *ring = own_ring(r, slot);
+        if (ring == NULL) {
+            count_lost(r);
+        } else {
+            tk_event_in ev = {.tag = (unsigned)tag, .tracee = argv[2],
+                              .msg = argv[3]};
+            read_opts(lib, env, argv[4], &ev);
+            record(lib, env, r, ring, slot, stamp, &ev);
+        }
     }
     tk_pub_read_end(&r->cfg, slot);
     return lib->am_ok;
@@ -401,6 +443,12 @@ ERL_NIF_TERM tk_recorder_trace_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
 void tk_recorder_close(tk_recorder *r)
 {
     atomic_store_explicit(&r->closed, true, memory_order_release);
+}
+
+void tk_recorder_close_sync(tk_recorder *r)
+{
+    tk_recorder_close(r);
+    tk_pub_sync(&r->cfg);
 }
 
 int tk_recorder_set(tk_recorder_lib *lib, ErlNifEnv *env, tk_recorder *r,

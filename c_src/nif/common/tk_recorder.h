@@ -143,6 +143,10 @@ ERL_NIF_TERM tk_recorder_trace_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
 
 /* Stops recording: the callbacks remove the tracer from each tracee. */
 void tk_recorder_close(tk_recorder *r);
+/* The same, and returns once no callback records or counts anything more:
+ * every one that did not see the recorder closed has finished (a grace
+ * period of the settings' readers). Never from a callback. */
+void tk_recorder_close_sync(tk_recorder *r);
 
 /* set(Paused, Tags, Sample), each `undefined' or a new value: 0, or -1
  * (badarg). Returns once every callback that could act on the old

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -52,20 +53,40 @@ static void note_error(file_core *f)
  * counters takes under 100 bytes. */
 #define END_ROOM 128u
 #define LOST_ROOM (TK_CHUNK_HEAD + 16u)
+/* An end chunk, a magic and a header (a map of eleven keys, the tags'
+ * names among them: about 700 bytes, under 2 KiB with a node name of 255
+ * characters of 4 bytes). */
+#define ROTATE_ROOM (END_ROOM + TK_TFILE_MAGIC_LEN + 4096u)
 
-/* Writes a chunk; 0 when written. Counts what the file layer counted. */
-static int chunk(file_core *f, unsigned type, const void *p, size_t len)
+static int write_header(file_core *f);
+
+/* Writes a chunk, leaving `reserve` bytes of max_bytes unused; 0 when
+ * written. Counts what the file layer counted. A file's first chunk is
+ * its header: one that could not be written when the file was made is
+ * written first. */
+static int put_chunk(file_core *f, unsigned type, const void *p, size_t len,
+                     uint64_t reserve)
 {
     file_writer *w = &f->w;
+    if (type != TK_CHUNK_HEADER && w->need_header && write_header(f) != 0)
+        return -1;
     if (w->max_total != 0)
-        w->tf.max_bytes = w->max_total -
-                          (type == TK_CHUNK_END    ? 0
-                           : type == TK_CHUNK_LOST ? END_ROOM
-                                                   : END_ROOM + LOST_ROOM);
+        w->tf.max_bytes = w->max_total - reserve;
     int rc = tk_tfile_chunk(&w->tf, type, p, len);
     note_error(f);
     return rc;
 }
+
+/* The chunks that end the last file use the room kept for them. */
+static int chunk(file_core *f, unsigned type, const void *p, size_t len)
+{
+    return put_chunk(f, type, p, len,
+                     type == TK_CHUNK_END    ? 0
+                     : type == TK_CHUNK_LOST ? END_ROOM
+                                             : END_ROOM + LOST_ROOM);
+}
+
+static void write_end(file_core *f, bool last);
 
 /* The machine's boot id: stamps of files with the same one (and the same
  * clock) are on one scale. */
@@ -115,18 +136,42 @@ static int write_header(file_core *f)
         enif_release_binary(&bin);
     }
     enif_clear_env(env);
+    if (rc == 0)
+        w->need_header = false;
     return rc;
+}
+
+/* Forgets the entries added since the last dictionary chunk (their
+ * numbers are given again; those of the file are added again when used). */
+static void forget_new_entries(file_writer *w)
+{
+    tk_u64map_clear(&w->words);
+    w->dict_next = w->dict_first;
+    tk_dict_start(&w->dict, w->dict_first);
 }
 
 /* A new file of the set has begun: its dictionary starts empty. */
 static void new_dictionary(file_writer *w)
 {
-    tk_u64map_clear(&w->words);
-    w->dict_first = w->dict_next = 0;
-    tk_dict_start(&w->dict, 0);
+    w->dict_first = 0;
+    forget_new_entries(w);
 }
 
 /* ---- records into chunks --------------------------------------------------------- */
+
+/* Room for the length of entry dict_next. 0, or -1 when out of memory. */
+static int lens_reserve(file_writer *w)
+{
+    if (w->dict_next < w->lens_cap)
+        return 0;
+    size_t cap = w->lens_cap ? 2 * w->lens_cap : 1024;
+    uint32_t *l = tk_mem_realloc(w->lens, w->lens_cap * sizeof *l, cap * sizeof *l);
+    if (l == NULL)
+        return -1;
+    w->lens = l;
+    w->lens_cap = cap;
+    return 0;
+}
 
 /* A VM word in a record: an integer, or the file's dictionary entry for
  * it (added on its first use in this file). */
@@ -141,15 +186,19 @@ static int imm_map(void *ctx, uint64_t word, int *is_int, int64_t *ival,
         *ival = i;
         return 0;
     }
-    if (tk_u64map_get(&w->words, word, index))
+    if (tk_u64map_get(&w->words, word, index)) {
+        w->rec_refs += w->lens[*index];
         return 0;
+    }
     ErlNifBinary bin;
     if (!enif_term_to_binary(w->env, t, &bin))
         return -1;
     int rc = -1;
-    if (tk_bytes_reserve(&w->dict, 4 + bin.size) == 0 &&
+    if (tk_bytes_reserve(&w->dict, 4 + bin.size) == 0 && lens_reserve(w) == 0 &&
         tk_u64map_put(&w->words, word, w->dict_next) == 0) {
         (void)tk_dict_add(&w->dict, bin.data, bin.size); /* room reserved */
+        w->lens[w->dict_next] = (uint32_t)bin.size;
+        w->rec_refs += bin.size;
         *index = w->dict_next++;
         rc = 0;
     }
@@ -184,12 +233,12 @@ static size_t built(const file_writer *w)
 }
 
 /* Writes the chunk being built (and the dictionary entries before it),
- * then starts the next one. */
-static void write_chunks(file_core *f)
+ * then starts the next one. 0, or what the write of a chunk answered. */
+static int write_chunks(file_core *f)
 {
     file_writer *w = &f->w;
     if (w->nevents == 0)
-        return;
+        return 0;
     /* Both chunks, or neither: a dictionary chunk without its events
      * would only take room. */
     int rc = built(w) > data_room(f) ? 1 : 0;
@@ -200,8 +249,7 @@ static void write_chunks(file_core *f)
     if (rc != 0 && w->dict_next > w->dict_first) {
         /* Entries that did not reach the file are forgotten, so that
          * later records add them again; numbers stay dense. */
-        tk_u64map_clear(&w->words);
-        w->dict_next = w->dict_first;
+        forget_new_entries(w);
     }
     if (rc == 0) {
         tk_anchor a = anchor_now();
@@ -209,15 +257,19 @@ static void write_chunks(file_core *f)
         rc = chunk(f, TK_CHUNK_EVENTS, w->events.p, w->events.len);
         w->last_anchor = a;
     }
-    if (rc == 0)
+    if (rc == 0) {
         atomic_fetch_add(&f->on_disk, w->nevents);
-    else
+        if (w->file_events != NULL)
+            w->file_events[w->tf.seq % w->tf.count] += w->nevents;
+    } else
         atomic_fetch_add(&f->refused, w->nevents);
     w->dict_first = w->dict_next;
     tk_dict_start(&w->dict, w->dict_first);
     tk_events_start(&w->events);
     w->nevents = 0;
+    w->expand = 0;
     w->last_write_ns = now_ns(CLOCK_MONOTONIC);
+    return rc;
 }
 
 /* A lost chunk for the events refused since the last one. */
@@ -241,17 +293,36 @@ static void maybe_rotate(file_core *f)
     file_writer *w = &f->w;
     if (w->tf.file_bytes == 0 || tk_tfile_room(&w->tf) >= w->chunk_target + 2 * TK_CHUNK_HEAD)
         return;
+    /* Under max_bytes, a new file needs room for the end chunk of the one
+     * it follows, its magic and its header: without it the set stays in
+     * this file, whose chunks that end it have their room kept. (A new
+     * file without its header, or an old one without its end chunk, would
+     * read as damaged.) */
+    if (data_room(f) < ROTATE_ROOM)
+        return;
+    /* The next file takes the place of the oldest: its events are gone. */
+    uint64_t *reused = &w->file_events[(w->tf.seq + 1) % w->tf.count];
+    atomic_fetch_add(&f->overwritten, *reused);
+    *reused = 0;
+    /* Every file a writer closes ends with its end chunk (FORMAT.md): a
+     * file of a set without one was cut short too. */
+    if (w->tf.fd >= 0)
+        write_end(f, false);
     int rc = tk_tfile_rotate(&w->tf);
     note_error(f);
     new_dictionary(w);
     atomic_fetch_add(&f->files, 1);
+    w->need_header = true;
     if (rc == 0)
         (void)write_header(f);
 }
 
 /* One record into the chunk being built. Under max_bytes, a chunk is
  * written before it could outgrow the room left, so that the file fills
- * up to its limit (a whole chunk refused at the end would be lost). */
+ * up to its limit (a whole chunk refused at the end would be lost). The
+ * references of a chunk's records stand for at most TK_TFILE_EXPAND_MAX
+ * bytes (FORMAT.md): a chunk is written before a record would take it
+ * past, and a record past it alone is left out. */
 static void add_record(file_core *f, uint64_t stamp, const void *rec, size_t len)
 {
     file_writer *w = &f->w;
@@ -262,28 +333,47 @@ static void add_record(file_core *f, uint64_t stamp, const void *rec, size_t len
         write_chunks(f);
     if (w->nevents == 0)
         maybe_rotate(f);
+    /* In the file's form (its entries added to this file's dictionary),
+     * in place; imm_map sums what its references stand for, as the
+     * readers count it (tk_event_file_check). */
     unsigned char *at = tk_events_add(&w->events, stamp, len);
     tk_xlate x = {imm_map, w};
+    w->rec_refs = 0;
     size_t n = at != NULL ? tk_event_to_file(rec, len, at, &x) : 0;
-    if (n == 0) {
+    if (n == 0 || w->rec_refs > TK_TFILE_EXPAND_MAX) {
         if (at != NULL) /* leave it out */
             w->events.len = (size_t)(at - TK_EVENTS_REC_HEAD - w->events.p);
         atomic_fetch_add(&f->refused, 1);
         return;
     }
     tk_events_shrink(&w->events, at, len, n);
+    if (w->nevents > 0 && w->expand + w->rec_refs > TK_TFILE_EXPAND_MAX) {
+        /* The chunk so far goes first, this record begins the next (no
+         * rotation in between: its references are numbers of this file). */
+        if (tk_bytes_reserve(&w->one, n) != 0) {
+            w->events.len = (size_t)(at - TK_EVENTS_REC_HEAD - w->events.p);
+            atomic_fetch_add(&f->refused, 1);
+            return;
+        }
+        memcpy(w->one.p, at, n);
+        w->events.len = (size_t)(at - TK_EVENTS_REC_HEAD - w->events.p);
+        /* (Not written: the entries it refers to may be forgotten.) */
+        if (write_chunks(f) != 0 || (at = tk_events_add(&w->events, stamp, n)) == NULL) {
+            atomic_fetch_add(&f->refused, 1);
+            return;
+        }
+        memcpy(at, w->one.p, n);
+    }
     if (w->nevents == 0 && built(w) > data_room(f)) {
         /* Alone in its chunk, it does not fit: left out, with the entries
-         * it added (forgetting every entry keeps the numbers dense; those
-         * in the file already are added again when used). */
+         * it added. */
         tk_events_start(&w->events);
-        tk_u64map_clear(&w->words);
-        w->dict_next = w->dict_first;
-        tk_dict_start(&w->dict, w->dict_first);
+        forget_new_entries(w);
         atomic_fetch_add(&f->refused, 1);
         return;
     }
     w->nevents++;
+    w->expand += w->rec_refs;
 }
 
 /* Takes what the rings hold now into chunks. Returns the records taken. */
@@ -316,26 +406,31 @@ static size_t take_records(file_core *f)
     return n;
 }
 
-/* The end chunk: the final counters. */
-static void write_end(file_core *f)
+/* The end chunk: the counters when the file ends (the final ones in the
+ * last file, which may use the room kept for it). */
+static void write_end(file_core *f, bool last)
 {
     ErlNifEnv *env = f->w.tmp;
     tk_recorder_stats s;
     tk_recorder_stats_get(f->rec, &s);
+    uint64_t overwritten = atomic_load(&f->overwritten);
     ERL_NIF_TERM keys[] = {enif_make_atom(env, "written"),
                            enif_make_atom(env, "dropped"),
                            enif_make_atom(env, "bytes"),
-                           enif_make_atom(env, "over")};
+                           enif_make_atom(env, "over"),
+                           enif_make_atom(env, "overwritten")};
     ERL_NIF_TERM vals[] = {
-        enif_make_uint64(env, atomic_load(&f->on_disk)),
+        enif_make_uint64(env, atomic_load(&f->on_disk) - overwritten),
         enif_make_uint64(env, s.dropped + atomic_load(&f->refused)),
         enif_make_uint64(env, f->w.tf.total),
-        enif_make_uint64(env, atomic_load(&f->over))};
+        enif_make_uint64(env, atomic_load(&f->over)),
+        enif_make_uint64(env, overwritten)};
     ERL_NIF_TERM map;
     ErlNifBinary bin;
-    if (enif_make_map_from_arrays(env, keys, vals, 4, &map) &&
+    if (enif_make_map_from_arrays(env, keys, vals, sizeof keys / sizeof keys[0], &map) &&
         enif_term_to_binary(env, map, &bin)) {
-        (void)chunk(f, TK_CHUNK_END, bin.data, bin.size);
+        (void)put_chunk(f, TK_CHUNK_END, bin.data, bin.size,
+                        last ? 0 : END_ROOM + LOST_ROOM);
         enif_release_binary(&bin);
     }
     enif_clear_env(env);
@@ -346,6 +441,13 @@ static void *writer_main(void *arg)
     file_core *f = arg;
     file_writer *w = &f->w;
     uint64_t served = 0;
+    /* A write past the file size limit (ulimit -f) raises SIGXFSZ, whose
+     * default action ends the VM: held back in this thread for good, the
+     * write fails with EFBIG instead, a write error like any other. */
+    sigset_t xfsz;
+    sigemptyset(&xfsz);
+    sigaddset(&xfsz, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &xfsz, NULL);
     for (;;) {
         enif_mutex_lock(f->lock);
         uint64_t asked = f->flush_asked;
@@ -378,7 +480,7 @@ static void *writer_main(void *arg)
             nanosleep(&ts, NULL);
         }
     }
-    write_end(f);
+    write_end(f, true);
     tk_tfile_close(&w->tf);
     enif_mutex_lock(f->lock);
     f->thread_exited = true;
@@ -389,30 +491,15 @@ static void *writer_main(void *arg)
 
 /* ---- the callers' side ------------------------------------------------------------ */
 
-/* A trace file (FORMAT.md's magic) at dir/name: a regular file. Opened
- * non-blocking, so that a FIFO of that name keeps nobody waiting. */
-static bool is_trace_file(int dir, const char *name)
-{
-    int fd = openat(dir, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    struct stat st;
-    char magic[TK_TFILE_MAGIC_LEN];
-    bool yes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-               read(fd, magic, sizeof magic) == (ssize_t)sizeof magic &&
-               memcmp(magic, TK_TFILE_MAGIC, sizeof magic) == 0;
-    close(fd);
-    return yes;
-}
-
 /* A wrap set opened at a base where an earlier set left files: its files
- * other than Base.0 (just truncated) are removed, so that a reader of the
+ * other than Base.0 (just made new) are removed, so that a reader of the
  * base, which takes every Base.N (tracekit_file_reader, tracekit-cat),
  * finds the new set alone, and an earlier set of more files leaves none
  * behind. (Nothing in a header names its set; a reader could only guess
- * from clocks which files belong together.) Only trace files go: a file
- * of that name that is not one was not written by a tracer. Done once, on
- * opening: the files of the new set are created after. */
+ * from clocks which files belong together.) Only trace files of this
+ * user go (tk_tfile_is_ours): a file of that name that is not one was not
+ * written by this user's tracer. Done once, on opening: the files of the
+ * new set are created after. */
 static void remove_earlier_set(const tk_tfile *tf)
 {
     const char *slash = strrchr(tf->base, '/');
@@ -437,7 +524,7 @@ static void remove_earlier_set(const tk_tfile *tf)
             continue;
         /* A file that cannot be removed stays (and is read with the set):
          * the set itself can still be written. */
-        if (is_trace_file(dirfd(d), e->d_name))
+        if (tk_tfile_is_ours(dirfd(d), e->d_name))
             (void)unlinkat(dirfd(d), e->d_name, 0);
     }
     closedir(d);
@@ -453,7 +540,9 @@ int file_writer_start(file_lib *lib, file_core *f)
     w->chunk_target = CHUNK_MAX;
     if (w->tf.file_bytes > 0 && w->tf.file_bytes / 8 < w->chunk_target)
         w->chunk_target = w->tf.file_bytes / 8 > CHUNK_MIN ? w->tf.file_bytes / 8 : CHUNK_MIN;
-    if (tk_merge_init(&w->merge, TK_THREAD_SLOTS) != 0 ||
+    if ((w->tf.file_bytes > 0 &&
+         (w->file_events = tk_mem_zalloc(w->tf.count * sizeof *w->file_events)) == NULL) ||
+        tk_merge_init(&w->merge, TK_THREAD_SLOTS) != 0 ||
         tk_limit_init(&w->limit, f->max_events, f->rate_n,
                       (uint64_t)f->rate_ms * (tk_clock_hz() / 1000)) != 0)
         return -1;
@@ -463,12 +552,33 @@ int file_writer_start(file_lib *lib, file_core *f)
     tk_events_start(&w->events);
     w->last_write_ns = now_ns(CLOCK_MONOTONIC);
     atomic_store(&f->files, 1);
+    w->need_header = true;
     if (write_header(f) != 0)
         return -1;
-    if (enif_thread_create("tracekit_file_writer", &f->tid, writer_main, f, NULL) != 0)
+    /* The thread runs this library's code: it holds the library loaded
+     * (a resource of its keeper type) until it has been joined. An
+     * upgrade from another file takes the file's resource type over,
+     * not this one, so that purging the old version no longer unloads
+     * code a writer still runs. */
+    if ((f->keeper = enif_alloc_resource(lib->keeper_type, 1)) == NULL)
         return -1;
+    if (enif_thread_create("tracekit_file_writer", &f->tid, writer_main, f, NULL) != 0) {
+        enif_release_resource(f->keeper);
+        f->keeper = NULL;
+        return -1;
+    }
     f->thread_started = true;
     return 0;
+}
+
+/* Joins f's writer, and lets its library go (the thread has left its code
+ * by now). */
+static void join(file_core *f)
+{
+    enif_thread_join(f->tid, NULL);
+    if (f->keeper != NULL)
+        enif_release_resource(f->keeper);
+    f->keeper = NULL;
 }
 
 void file_writer_flush(file_core *f)
@@ -489,7 +599,7 @@ void file_writer_stop(file_core *f)
     f->stop = true;
     enif_mutex_unlock(f->lock);
     if (first) {
-        enif_thread_join(f->tid, NULL);
+        join(f);
         enif_mutex_lock(f->lock);
         f->joined = true;
         enif_mutex_unlock(f->lock);
@@ -498,13 +608,38 @@ void file_writer_stop(file_core *f)
     }
 }
 
-/* Writers whose resource was freed before close/1 joined them. A static
- * lock (not the library's private data): it is the same for every
- * version of the library that shares this code. */
-static pthread_mutex_t orphans_lock = PTHREAD_MUTEX_INITIALIZER;
-static file_core *orphans;
+file_orphans *file_orphans_new(void)
+{
+    file_orphans *o = enif_alloc(sizeof *o);
+    if (o == NULL)
+        return NULL;
+    o->head = NULL;
+    atomic_init(&o->users, 1);
+    if ((o->lock = enif_mutex_create("tracekit_file_orphans")) == NULL) {
+        enif_free(o);
+        return NULL;
+    }
+    return o;
+}
 
-void file_writer_orphan(file_core *f)
+void file_orphans_use(file_orphans *o)
+{
+    atomic_fetch_add(&o->users, 1);
+}
+
+void file_orphans_drop(file_orphans *o)
+{
+    if (atomic_fetch_sub(&o->users, 1) != 1)
+        return;
+    /* The last version: a writer left would hold its library, which
+     * would then not be unloading. */
+    if (o->head != NULL)
+        return;
+    enif_mutex_destroy(o->lock);
+    enif_free(o);
+}
+
+void file_writer_orphan(file_orphans *o, file_core *f)
 {
     if (!f->thread_started || f->joined) {
         file_core_free(f);
@@ -514,16 +649,16 @@ void file_writer_orphan(file_core *f)
     enif_mutex_lock(f->lock);
     f->stop = true;
     enif_mutex_unlock(f->lock);
-    pthread_mutex_lock(&orphans_lock);
-    f->next = orphans;
-    orphans = f;
-    pthread_mutex_unlock(&orphans_lock);
+    enif_mutex_lock(o->lock);
+    f->next = o->head;
+    o->head = f;
+    enif_mutex_unlock(o->lock);
 }
 
-void file_writer_reap(bool all)
+void file_writer_reap(file_orphans *o, bool all)
 {
-    pthread_mutex_lock(&orphans_lock);
-    for (file_core **at = &orphans; *at != NULL;) {
+    enif_mutex_lock(o->lock);
+    for (file_core **at = &o->head; *at != NULL;) {
         file_core *f = *at;
         enif_mutex_lock(f->lock);
         bool exited = f->thread_exited;
@@ -533,10 +668,10 @@ void file_writer_reap(bool all)
             continue;
         }
         *at = f->next;
-        enif_thread_join(f->tid, NULL);
+        join(f);
         file_core_free(f);
     }
-    pthread_mutex_unlock(&orphans_lock);
+    enif_mutex_unlock(o->lock);
 }
 
 void file_core_free(file_core *f)
@@ -544,8 +679,11 @@ void file_core_free(file_core *f)
     file_writer *w = &f->w;
     tk_merge_destroy(&w->merge);
     tk_limit_free(&w->limit);
+    tk_mem_free(w->file_events);
     tk_bytes_free(&w->events);
     tk_bytes_free(&w->dict);
+    tk_bytes_free(&w->one);
+    tk_mem_free(w->lens);
     tk_u64map_free(&w->words);
     if (w->tf.fd >= 0 || w->tf.base != NULL)
         tk_tfile_close(&w->tf);
