@@ -1,5 +1,9 @@
 %% The shipped modules call one another without a cycle (README, "Map of
-%% the tree"): a cycle would make the layers of the map a fiction.
+%% the tree"): a cycle would make the layers of the map a fiction. One pair
+%% is one module in two files: tracekit_file's NIF library holds the
+%% reader's functions too (a library is loaded by one module), so
+%% tracekit_file_reader calls tracekit_file's stubs while tracekit_file's
+%% read/1 and fold/3,4 are tracekit_file_reader's work.
 -module(tracekit_graph_tests).
 
 -include_lib("eunit/include/eunit.hrl").
@@ -15,7 +19,8 @@ no_cycle_test() ->
         {ok, Edges} = xref:q(X, "ME || AM"),
         ?assert(length(Edges) > length(Mods)),
         {ok, Components} = xref:q(X, "components ME"),
-        ?assertEqual([], [C || C <- Components, length(C) > 1])
+        ?assertEqual([[tracekit_file, tracekit_file_reader]],
+                     [lists:sort(C) || C <- Components, length(C) > 1])
     after
         xref:stop(X)
     end.
