@@ -45,8 +45,8 @@
 %% code path may not be set yet).
 -define(JOIN_TRIES, 5).
 %% Tries, RECONNECT_MS apart, at fetching the file of a node whose
-%% connection was lost.
--define(RECONNECT_TRIES, 10).
+%% connection was lost (about 10 s: the agent keeps the file 60 s).
+-define(RECONNECT_TRIES, 33).
 -define(RECONNECT_MS, 300).
 
 -record(node, {name :: node(),

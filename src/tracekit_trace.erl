@@ -503,14 +503,21 @@ summary(#st{sink = file, nodes = N, opts = #{file := Path}, reason = Reason} = S
                        end,
     ok = tracekit_nodes:done(N),
     Nodes = maps:map(fun(Node, #{state := S, counters := C}) ->
-                             State = case lists:keyfind(Node, 1, Missing) of
-                                         {Node, Why} when S =:= closed -> {not_fetched, Why};
-                                         _ -> S
-                                     end,
-                             #{shown => maps:get(written, C, 0),
-                               dropped => maps:get(dropped, C, 0) + maps:get(over, C, 0)
-                                   + maps:get(buffered, C, 0),
-                               state => State}
+                             Written = maps:get(written, C, 0),
+                             Dropped0 = maps:get(dropped, C, 0) + maps:get(over, C, 0)
+                                 + maps:get(buffered, C, 0),
+                             %% A file not fetched: what it holds is not
+                             %% in the files returned, so not shown.
+                             case lists:keyfind(Node, 1, Missing) of
+                                 {Node, Why} ->
+                                     #{shown => 0, dropped => Dropped0 + Written,
+                                       state => case S of
+                                                    closed -> {not_fetched, Why};
+                                                    _ -> S
+                                                end};
+                                 false ->
+                                     #{shown => Written, dropped => Dropped0, state => S}
+                             end
                      end, tracekit_nodes:summary(N)),
     Shown = lists:sum([S || #{shown := S} <- maps:values(Nodes)]),
     Dropped = lists:sum([D || #{dropped := D} <- maps:values(Nodes)]),

@@ -731,6 +731,9 @@ disconnection_keeps_remote_files(Config) ->
         timer:sleep(500),
         {ok, #{files := Files, nodes := PerNode}} = tracekit:stop(T),
         ct:log("~p~n~p", [Files, PerNode]),
+        %% Every node's events shown (in the files) or counted as dropped.
+        [?assertEqual(300, maps:get(shown, maps:get(N, PerNode))
+                      + maps:get(dropped, maps:get(N, PerNode))) || N <- Nodes],
         ?assertEqual(lists:sort([filename:join(Dir, atom_to_list(N) ++ ".tkt") || N <- Nodes]),
                      Files),
         {ok, Events} = tracekit_file:read(Files),
