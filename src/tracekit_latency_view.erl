@@ -64,7 +64,11 @@ table(#{functions := Fns, seconds := Secs} = V, Opts) ->
     Max = maps:get(lines, Opts, 20),
     Rows = lists:sort(fun({_, A}, {_, B}) -> total(A) >= total(B) end, maps:to_list(Fns)),
     Shown = lists:sublist(Rows, Max),
-    NameW = lists:max([length("function") | [length(mfa(M)) || {M, _} <- Shown]]) + 2,
+    PerNode = maps:get(per_node, Opts, false),
+    NameW = lists:max([length("function") | [length(mfa(M)) || {M, _} <- Shown]]
+                      ++ [2 + length(atom_to_list(N)) || PerNode,
+                                                        N <- maps:keys(maps:get(nodes, V, #{}))])
+        + 2,
     Head = io_lib:format("~-*ts~10s ~9s ~9s ~9s ~9s ~9s ~9s", [NameW, "function", "count",
                                                               "calls/s", "p50", "p90", "p99",
                                                               "max", "total"]),
@@ -79,7 +83,7 @@ table(#{functions := Fns, seconds := Secs} = V, Opts) ->
          [[row("  " ++ atom_to_list(Node), NameW, NL, "")
            || {Node, NFns} <- lists:sort(maps:to_list(maps:get(nodes, V, #{}))),
               NL <- [maps:get(MFA, NFns, none)], NL =/= none]
-          || maps:get(per_node, Opts, false)]]
+          || PerNode]]
         || {MFA, L} <- Shown]].
 
 row(Name, W, L, Rate) ->
@@ -102,7 +106,7 @@ rate(MFA, #{returns := #{count := R}, exceptions := #{count := E}},
 rate(_, _, _) ->
     "".
 
-mfa({M, F, A}) -> io_lib:format("~tw:~tw/~w", [M, F, A]).
+mfa({M, F, A}) -> lists:flatten(io_lib:format("~tw:~tw/~w", [M, F, A])).
 
 plural(1, One, _) -> One;
 plural(_, _, Many) -> Many.
@@ -123,15 +127,21 @@ figures(X, Unit) -> lists:flatten(io_lib:format("~w~s", [round(X), Unit])).
 
 %% @doc What a latency trace returns: `latency' (per function, {@link
 %% tracekit_hist:summary/1}, microseconds, and `calls_per_second' over the
-%% trace), `counters' (of all nodes), `seconds' traced; with several
-%% nodes, `latency_nodes' (the same per node).
+%% trace), `histograms' (per function, the merged histograms themselves,
+%% nanoseconds: for {@link tracekit_hist}, the exports and the report),
+%% `counters' (of all nodes), `seconds' traced; with several nodes,
+%% `latency_nodes' and `histograms_nodes' (the same per node).
 -spec summary(view(), boolean()) -> map().
 summary(#{functions := Fns, counters := C, seconds := Secs} = V, Multi) ->
     Per = fun(F) -> maps:map(fun(_, L) -> with_rate(tracekit_hist:summary(L), Secs) end, F) end,
-    S = #{latency => Per(Fns), counters => C, seconds => Secs},
+    S = #{latency => Per(Fns), histograms => Fns, counters => C, seconds => Secs},
     case Multi of
-        true -> S#{latency_nodes => maps:map(fun(_, F) -> Per(F) end, maps:get(nodes, V, #{}))};
-        false -> S
+        true ->
+            Nodes = maps:get(nodes, V, #{}),
+            S#{latency_nodes => maps:map(fun(_, F) -> Per(F) end, Nodes),
+               histograms_nodes => Nodes};
+        false ->
+            S
     end.
 
 with_rate(#{count := N, exceptions := E} = S, Secs) when Secs > 0 ->

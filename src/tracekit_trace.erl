@@ -33,14 +33,17 @@
 %% A latency trace's summary also has `latency' (per function, as {@link
 %% tracekit_hist:summary/1} gives it, with `calls_per_second'), `counters'
 %% (of tracekit_latency:stats/1, added up over the nodes), `seconds', and
-%% with several nodes `latency_nodes' (the same per node); its `shown' is
-%% the calls measured, `dropped' the events dropped.
+%% with several nodes `latency_nodes' (the same per node); `histograms'
+%% (and `histograms_nodes') the histograms themselves; its `shown' is the
+%% calls measured, `dropped' the events dropped.
 -type summary() :: #{reason := term(), shown := non_neg_integer(),
                      dropped := non_neg_integer(), events => [tuple()],
                      file => file:name_all(), files => [file:filename_all()],
                      nodes => #{node() => node_summary()},
                      clocks => #{node() => {integer(), non_neg_integer()}},
                      latency => #{mfa() => map()}, latency_nodes => map(),
+                     histograms => tracekit_latency_view:functions(),
+                     histograms_nodes => #{node() => tracekit_latency_view:functions()},
                      counters => map(), seconds => float()}.
 -type node_summary() :: #{shown := non_neg_integer(), dropped := non_neg_integer(),
                           state := term()}.
