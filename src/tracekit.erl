@@ -95,6 +95,7 @@
 
 -export([calls/1, calls/2, messages/1, messages/2, procs/1, procs/2,
          latency/1, latency/2, stop/0, stop/1, wait/1, wait/2]).
+-export([latency_trace/3]).
 
 -export_type([trace/0, opts/0, summary/0, processes/0]).
 
@@ -195,8 +196,16 @@ latency(Spec) ->
 %% the trace ends is `unfinished', never measured.
 -spec latency(tracekit_spec:spec(), opts() | #{atom() => term()}) -> {ok, trace()} | error().
 latency(Spec, Opts) ->
+    latency_trace(Spec, Opts, #{}).
+
+%% @private
+%% @doc A latency trace as {@link latency/2} starts it, with `More'
+%% trace options on top (the CT hook's: `watch', `bad_node', `follow').
+-spec latency_trace(tracekit_spec:spec(), term(), map()) -> {ok, trace()} | error().
+latency_trace(Spec, Opts, More) ->
     maybe
-        {ok, O} ?= latency_options(Opts),
+        {ok, O0} ?= latency_options(Opts),
+        O = maps:merge(O0, More),
         {ok, Resolved} ?= tracekit_spec:resolve(Spec),
         {ok, Procs} ?= processes(maps:get(processes, O), O),
         Text = lists:join(", ", [tracekit_spec:format(C) || {C, _} <- Resolved]),

@@ -57,6 +57,13 @@
 %%   of all nodes are merged by their timestamps into one trace, each line
 %%   beginning with its node; seq_trace flows across nodes show in the
 %%   diagram (each node's system seq tracer is used).</dd>
+%% <dt>`latency'</dt><dd>call specs as for {@link tracekit:latency/2}:
+%%   the latency of those calls is measured in every process while the
+%%   case runs, and the files of a failing case get the slowest of those
+%%   functions (by their slowest call): a table in the text file, a
+%%   Latency section in the HTML report (a log-scaled histogram per
+%%   function).</dd>
+%% <dt>`slowest'</dt><dd>how many of those functions (default 10).</dd>
 %% <dt>`groups', `testcases'</dt><dd>maps from a group or test case name
 %%   to options that apply there on top of the others.</dd>
 %% </dl>
@@ -84,15 +91,18 @@
                   line_length => pos_integer(),
                   records => boolean() | [module()],
                   nodes => all | [node()],
+                  latency => tracekit_spec:spec(),
+                  slowest => pos_integer(),
                   groups => #{atom() => opts()},
                   testcases => #{atom() => opts()}}.
 
 -define(DEFAULTS, #{calls => [], processes => [testcase], messages => false,
                     procs => false, seq_trace => false, events => 1000,
                     ring_size => 1 bsl 20, always => false, depth => 20,
-                    line_length => 240, records => true}).
+                    line_length => 240, records => true, latency => [], slowest => 10}).
 -define(KEYS, [calls, processes, messages, procs, seq_trace, events,
-               ring_size, always, depth, line_length, records, nodes, groups, testcases]).
+               ring_size, always, depth, line_length, records, nodes, latency, slowest,
+               groups, testcases]).
 
 %% What is being recorded for the running case, and what waits to be
 %% written if the case turns out to have failed.
@@ -154,9 +164,16 @@ on_tc_skip(_Suite, _TC, _Reason, State) ->
 %% @private
 terminate(#state{current = Cur}) ->
     case Cur of
-        #{recorder := R} -> _ = tracekit:stop(R), ok;
+        #{} -> stop_traces(Cur);
         _ -> ok
     end.
+
+%% The case's recording and latency trace, stopped (their summaries left
+%% unread).
+stop_traces(Cur) ->
+    _ = [tracekit:stop(T) || K <- [recorder, latency_trace], T <- [maps:get(K, Cur, none)],
+                             is_pid(T)],
+    ok.
 
 guarded(Fun, State) ->
     try Fun()
@@ -188,18 +205,25 @@ start_case(Suite, TC, Cfg, ok, #state{opts = Base} = St0) ->
             St;
         {ok, Opts} ->
             Mark = {Suite, TC, 1},
+            Latency = latency(Opts, TC),
             case record(Opts, Mark) of
-                nothing ->
+                nothing when Latency =:= none ->
                     St;
                 {error, Why} ->
                     log_error("not recording ~tw: ~tp", [TC, Why]),
+                    _ = [tracekit:stop(Latency) || is_pid(Latency)],
                     St;
-                {ok, R} ->
+                Recording ->
+                    R = case Recording of
+                            {ok, Pid} -> Pid;
+                            nothing -> none
+                        end,
                     %% The token after the recording is started: the
                     %% recording's own messages are not part of the flow.
                     seq_token(Opts),
                     St#state{current = #{suite => Suite, tc => TC,
-                                         recorder => R, opts => Opts,
+                                         recorder => R, latency_trace => Latency,
+                                         opts => Opts,
                                          tc_pid => self(), mark => Mark,
                                          names => start_names(Opts),
                                          logfile => proplists:get_value(tc_logfile, Cfg)}}
@@ -207,9 +231,23 @@ start_case(Suite, TC, Cfg, ok, #state{opts = Base} = St0) ->
     end.
 
 drop_current(#state{current = none} = St) -> St;
-drop_current(#state{current = #{recorder := R}} = St) ->
-    _ = tracekit:stop(R),
+drop_current(#state{current = Cur} = St) ->
+    ok = stop_traces(Cur),
     St#state{current = none}.
+
+%% The latency trace of a case (with `latency'), or none. It goes on when
+%% the test case process is killed, as the recording does.
+latency(#{latency := []}, _TC) ->
+    none;
+latency(#{latency := Specs} = Opts, TC) ->
+    case tracekit:latency_trace(Specs, #{print => false, max_time => infinity},
+                                maps:merge(#{watch => false}, nodes_opts(Opts))) of
+        {ok, T} ->
+            T;
+        {error, Why} ->
+            log_error("not measuring the latency of ~tw: ~tp", [TC, Why]),
+            none
+    end.
 
 %% The options of one case: the hook's, then its groups' (outermost
 %% first), then its own, then what its config says.
@@ -279,7 +317,9 @@ option_problem(records, V) ->
     valid(records, is_boolean(V) orelse (is_list(V) andalso is_proper(V)
                                          andalso lists:all(fun is_atom/1, V)),
           "true, false or a list of modules");
-option_problem(calls, _) ->
+option_problem(slowest, V) ->
+    valid(slowest, is_integer(V) andalso V > 0, "a positive integer");
+option_problem(K, _) when K =:= calls; K =:= latency ->
     ok.                                 % tracekit_spec says what is wrong
 
 valid(_K, true, _What) -> ok;
@@ -377,12 +417,28 @@ stop_recorder(#state{current = #{recorder := R, tc := TC} = Cur} = St)
             #{tc_pid := Pid} when Pid =:= self() -> seq_trace:set_token([]);
             _ -> ok
         end,
-    case tracekit:stop(R) of
-        {ok, Summary} ->
-            St#state{current = maps:merge(Cur, recorded(Summary))};
-        {error, Why} ->
-            log_error("the recorder of ~tw was gone: ~tp", [TC, Why]),
-            St#state{current = none}
+    Latency = case maps:get(latency_trace, Cur, none) of
+                  none -> #{};
+                  L -> case tracekit:stop(L) of
+                           {ok, #{histograms := H} = LS} ->
+                               #{latency => H, latency_counters => maps:get(counters, LS),
+                                 latency_seconds => maps:get(seconds, LS)};
+                           {error, LWhy} ->
+                               log_error("the latency trace of ~tw was gone: ~tp", [TC, LWhy]),
+                               #{}
+                       end
+              end,
+    case R of
+        none ->
+            St#state{current = maps:merge(Cur, Latency#{events => [], lost => 0})};
+        _ ->
+            case tracekit:stop(R) of
+                {ok, Summary} ->
+                    St#state{current = maps:merge(maps:merge(Cur, recorded(Summary)), Latency)};
+                {error, Why} ->
+                    log_error("the recorder of ~tw was gone: ~tp", [TC, Why]),
+                    St#state{current = none}
+            end
     end;
 stop_recorder(St) ->
     St.
@@ -451,13 +507,16 @@ write(#{logfile := Log, suite := Suite, tc := TC, events := All, lost := Lost,
                            [Suite, TC, Outcome, length(Events), Lost, nodes_line(Rec)]),
     Lines = [[node_prefix(E, Opts), Line, $\n]
              || {E, Line} <- tracekit_format:events(Events, text_opts(Suite, Events, Opts, FOpts))],
-    ok = file:write_file(Base ++ ".txt", unicode:characters_to_binary([Header, Lines])),
+    ok = file:write_file(Base ++ ".txt", unicode:characters_to_binary([Header, Lines,
+                                                                      slowest_text(Rec)])),
     Diagrams = [diagram(Base ++ ".messages.mmd", "messages",
                         message_arrows(Events), Names, FOpts)
                 || maps:get(messages, Opts)]
         ++ [diagram(Base ++ ".seq.mmd", "seq_trace", seq_arrows(Events), Names, FOpts)
             || maps:get(seq_trace, Opts)],
-    Report = report(Base ++ ".html", Events, Suite, TC, Outcome, Lost, Names, FOpts),
+    Report = report(Base ++ ".html", Events, Suite, TC, Outcome, Lost, Names,
+                    FOpts#{latency => maps:get(latency, Rec, none),
+                           slowest => maps:get(slowest, Opts)}),
     Links = [html_link(F, Text) || {F, Text} <- [{Base ++ ".txt", "events"} | Report] ++ Diagrams],
     ct:log("tracekit: ~w events of ~tw recorded: ~ts",
            [length(Events), TC, lists:join(", ", Links)]).
@@ -525,15 +584,40 @@ report(File, Events, Suite, TC, Outcome, Lost, Names, FOpts) ->
     Title = io_lib:format("tracekit: ~tw:~tw (~w)", [Suite, TC, Outcome]),
     Note = io_lib:format("~w events of the test case body (~w earlier events lost)",
                          [length(Events), Lost]),
-    case tracekit_report:write(Events, File, #{title => Title, note => Note, lost => Lost,
-                                               names => Names,
-                                               depth => maps:get(depth, FOpts),
-                                               line_length => maps:get(line_length, FOpts)}) of
+    Latency = case FOpts of
+                  #{latency := none} -> #{};
+                  #{latency := H, slowest := N} ->
+                      #{latency => H, latency_opts => #{sort => max, max => N}}
+              end,
+    case tracekit_report:write(Events, File, Latency#{title => Title, note => Note, lost => Lost,
+                                                      names => Names,
+                                                      depth => maps:get(depth, FOpts),
+                                                      line_length => maps:get(line_length, FOpts)}) of
         {ok, _} ->
             [{File, "HTML report"}];
         {error, Why} ->
             log_error("the HTML report of ~tw was not written: ~0tp", [TC, Why]),
             []
+    end.
+
+%% The slowest functions of the case (by their slowest call), after its
+%% events.
+slowest_text(#{latency := H, opts := #{slowest := N, latency := Specs}} = Rec) ->
+    C = maps:get(latency_counters, Rec, #{}),
+    Secs = maps:get(latency_seconds, Rec, 0),
+    View = #{functions => H, nodes => #{}, counters => C, seconds => Secs,
+             previous => #{}, interval => Secs},
+    ["\nslowest functions of the case, by their slowest call (tracekit:latency of ",
+     spec_text(Specs), "; ", integer_to_list(maps:get(measured, C, 0)), " calls measured, ",
+     integer_to_list(maps:get(unfinished, C, 0)), " unfinished):\n",
+     tracekit_latency_view:lines(View, #{lines => N, sort => max})];
+slowest_text(_) ->
+    "".
+
+spec_text(Specs) ->
+    case tracekit_spec:parse(Specs) of
+        {ok, Cs} -> lists:join(", ", [tracekit_spec:format(C) || C <- Cs]);
+        {error, _} -> io_lib:format("~0tP", [Specs, 10])
     end.
 
 html_link(File, Text) ->

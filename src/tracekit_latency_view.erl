@@ -6,7 +6,7 @@
 %% on request), and the summary a trace returns.
 -module(tracekit_latency_view).
 
--export([merge/1, by_node/1, table/2, summary/2, summary_line/1, duration/1]).
+-export([merge/1, by_node/1, table/2, lines/2, summary/2, summary_line/1, duration/1]).
 
 -export_type([functions/0, view/0]).
 
@@ -55,14 +55,31 @@ by_node(Snapshots) ->
 
 %%% The table ------------------------------------------------------------------
 
-%% @doc The lines of the table: a header, then one line per function (at
-%% most `lines' of them, by total time), with `per_node' a line per node
-%% under each function. Options: `lines' (default 20), `per_node'
-%% (default false).
+%% @doc The table: a title, a header, then one line per function (at
+%% most `lines' of them, by total time, or with `sort => max' by their
+%% slowest call), with `per_node' a line per node under each function.
+%% Options: `lines' (default 20), `per_node' (default false), `sort'.
 -spec table(view(), map()) -> iolist().
 table(#{functions := Fns, seconds := Secs} = V, Opts) ->
     Max = maps:get(lines, Opts, 20),
-    Rows = lists:sort(fun({_, A}, {_, B}) -> total(A) >= total(B) end, maps:to_list(Fns)),
+    Title = io_lib:format("tracekit: latency after ~.1f s: ~w ~ts~ts",
+                          [Secs * 1.0, map_size(Fns),
+                           plural(map_size(Fns), "function", "functions"),
+                           case map_size(Fns) > Max of
+                               true -> io_lib:format(" (the ~w with the most time shown)", [Max]);
+                               false -> ""
+                           end]),
+    [Title, $\n | lines(V, Opts)].
+
+%% @doc The table without its title.
+-spec lines(view(), map()) -> iolist().
+lines(#{functions := Fns} = V, Opts) ->
+    Max = maps:get(lines, Opts, 20),
+    Key = case maps:get(sort, Opts, total) of
+              total -> fun(#{returns := #{sum := S}}) -> S end;
+              max -> fun(#{returns := #{max := M1}, exceptions := #{max := M2}}) -> max(M1, M2) end
+          end,
+    Rows = lists:sort(fun({_, A}, {_, B}) -> Key(A) >= Key(B) end, maps:to_list(Fns)),
     Shown = lists:sublist(Rows, Max),
     PerNode = maps:get(per_node, Opts, false),
     NameW = lists:max([length("function") | [length(mfa(M)) || {M, _} <- Shown]]
@@ -72,13 +89,7 @@ table(#{functions := Fns, seconds := Secs} = V, Opts) ->
     Head = io_lib:format("~-*ts~10s ~9s ~9s ~9s ~9s ~9s ~9s", [NameW, "function", "count",
                                                               "calls/s", "p50", "p90", "p99",
                                                               "max", "total"]),
-    Title = io_lib:format("tracekit: latency after ~.1f s: ~w ~ts~ts", [Secs * 1.0, map_size(Fns),
-                                                                     plural(map_size(Fns), "function", "functions"),
-                                                                     case length(Rows) > Max of
-                                                                         true -> io_lib:format(" (the ~w with the most time shown)", [Max]);
-                                                                         false -> ""
-                                                                     end]),
-    [Title, $\n, Head, $\n
+    [Head, $\n
      | [[row(mfa(MFA), NameW, L, rate(MFA, L, V)),
          [[row("  " ++ atom_to_list(Node), NameW, NL, "")
            || {Node, NFns} <- lists:sort(maps:to_list(maps:get(nodes, V, #{}))),
@@ -96,8 +107,6 @@ row(Name, W, L, Rate) ->
          0 -> "";
          _ -> io_lib:format("  (~w ~ts)", [E, plural(E, "exception", "exceptions")])
      end, $\n].
-
-total(#{returns := #{sum := S}}) -> S.
 
 %% Calls that ended since the previous table, per second.
 rate(MFA, #{returns := #{count := R}, exceptions := #{count := E}},

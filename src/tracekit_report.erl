@@ -31,7 +31,7 @@
 %% (XHTML syntax) as well as HTML.
 -module(tracekit_report).
 
--export([write/2, write/3, html/2]).
+-export([write/2, write/3, html/2, esc/1]).
 
 -export_type([opts/0, info/0]).
 
@@ -40,7 +40,11 @@
 %% dropped before the report (shown in the summary); `note': a line of
 %% text shown under the title; `max_rows' (default 2000), `max_arrows'
 %% (default 400), `max_slices' (default 5000): the caps; `depth' and
-%% `line_length': as in {@link tracekit_format} for the table and hovers.
+%% `line_length': as in {@link tracekit_format} for the table and hovers;
+%% `latency': functions' latency histograms (the `histograms' of a
+%% {@link tracekit:latency/2} summary), shown in a Latency section (a
+%% table and a log-scaled histogram per function, {@link
+%% tracekit_latency_svg}), with `latency_opts' (`sort', `max').
 -type opts() :: #{title => unicode:chardata(),
                   names => #{pid() | port() => atom()},
                   lost => non_neg_integer(),
@@ -49,7 +53,9 @@
                   max_arrows => non_neg_integer(),
                   max_slices => non_neg_integer(),
                   depth => pos_integer(),
-                  line_length => pos_integer()}.
+                  line_length => pos_integer(),
+                  latency => tracekit_latency_view:functions(),
+                  latency_opts => map()}.
 %% What the page holds: events read, table rows, message arrows and
 %% timeline slices drawn, and what was left out of each.
 -type info() :: #{events := non_neg_integer(), rows := non_neg_integer(),
@@ -62,7 +68,7 @@
                     depth => 20, line_length => 240, names => #{}, lost => none,
                     title => "tracekit report", note => ""}).
 -define(KEYS, [title, names, lost, note, max_rows, max_arrows, max_slices, depth,
-               line_length]).
+               line_length, latency, latency_opts]).
 %% Sends looked at when a send of the other kind (process trace or
 %% seq_trace) of the same message comes.
 -define(MERGE_WINDOW, 32).
@@ -164,6 +170,8 @@ valid(K, V) when K =:= max_rows; K =:= max_arrows; K =:= max_slices ->
 valid(K, V) when K =:= depth; K =:= line_length -> is_integer(V) andalso V > 0;
 valid(lost, V) -> V =:= none orelse (is_integer(V) andalso V >= 0);
 valid(names, V) -> is_map(V);
+valid(latency, V) -> is_map(V);
+valid(latency_opts, V) -> is_map(V);
 valid(K, V) when K =:= title; K =:= note ->
     try unicode:characters_to_list(V) of
         L -> is_list(L)
@@ -480,6 +488,10 @@ page(Acc0, ReadError) ->
                       ". What was read before is shown.</p>\n"]
             end,
             summary(Acc),
+            case O of
+                #{latency := Lat} -> tracekit_latency_svg:section(Lat, maps:get(latency_opts, O, #{}));
+                #{} -> []
+            end,
             "<h2 id=\"messages\">Messages</h2>\n", Diagram,
             "<h2 id=\"timeline\">Timeline</h2>\n", Timeline,
             "<h2 id=\"events\">Events</h2>\n",
@@ -717,6 +729,10 @@ color(Name) ->
 
 %% Text made safe for element content and attribute values, and for
 %% XML: control characters other than tab and newline become U+FFFD.
+%% @private
+%% @doc Text as XML character data (the page's escaping, which the
+%% latency drawings use too).
+-spec esc(unicode:chardata()) -> iolist().
 esc(Text) ->
     [esc_char(C) || C <- unicode:characters_to_list(Text)].
 
