@@ -99,7 +99,7 @@ bar({Bin, Nr, Ne}, Lo, X, Y) ->
                                         [tracekit_latency_view:duration(From / 1000),
                                          tracekit_latency_view:duration(To / 1000), Nr,
                                          [io_lib:format(", ~w raised", [Ne]) || Ne > 0]])),
-    [rect("bar", "#3f6fb5", X0, Y(Nr), X1 - X0, ?BOTTOM - Y(Nr), Hover, Nr),
+    [[rect("bar", "#3f6fb5", X0, Y(Nr), X1 - X0, ?BOTTOM - Y(Nr), Hover, Nr) || Nr > 0],
      [rect("exc", "#c62828", X0, Y(Nr + Ne), X1 - X0, Y(Nr) - Y(Nr + Ne), Hover, Ne) || Ne > 0]].
 
 rect(Class, Fill, X, Y, W, H, Hover, N) ->
