@@ -173,6 +173,7 @@ typedef struct {
     uint32_t depth, cap;
     uint32_t skipped;  /* calls not followed on top of the stack */
     uint32_t next_free;
+    uint8_t deep;      /* its functions are counted in `active' */
     frame *heap;       /* NULL: the frames are inline */
     frame inline_[INLINE_FRAMES];
 } proc;
@@ -184,7 +185,7 @@ struct tk_lat {
     void *done_ctx;
 
     tk_lat_fn *fns;
-    uint32_t nfns, fns_cap;
+    uint32_t nfns, fns_cap, last_fn;
     uint32_t *fn_slots; /* index + 1, 0 empty; at most half full */
     size_t fn_slots_cap;
 
@@ -245,7 +246,13 @@ const tk_lat_fn *tk_lat_function(const tk_lat *l, unsigned i)
 {
     return i < l->nfns ? &l->fns[i] : NULL;
 }
-uint32_t tk_lat_processes(const tk_lat *l) { return l->live; }
+uint32_t tk_lat_processes(const tk_lat *l)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < l->nprocs; i++)
+        n += l->procs[i].pid != 0 && (l->procs[i].depth > 0 || l->procs[i].skipped > 0);
+    return n;
+}
 uint64_t tk_lat_frames(const tk_lat *l) { return l->frames; }
 int tk_lat_seeing(const tk_lat *l) { return l->nblind == 0; }
 
@@ -324,6 +331,10 @@ static int64_t fn_get(tk_lat *l, uint64_t m, uint64_t f, uint32_t arity)
 
 /* ---- processes ---------------------------------------------------------- */
 
+/* A process's entry stays while it is idle (no call open), so that a
+ * process calling traced functions in a loop does not make and free one
+ * per call; idle entries are swept when the bound is reached. */
+
 static proc *proc_find(tk_lat *l, uint64_t pid, uint32_t *idx)
 {
     uint32_t *v = idmap_get(&l->by_pid, pid);
@@ -333,13 +344,40 @@ static proc *proc_find(tk_lat *l, uint64_t pid, uint32_t *idx)
     return &l->procs[*v];
 }
 
+static int idle(const proc *p)
+{
+    return p->depth == 0 && p->skipped == 0;
+}
+
+static void proc_release(tk_lat *l, proc *p, uint32_t idx)
+{
+    idmap_remove(&l->by_pid, p->pid);
+    tk_mem_free(p->heap);
+    memset(p, 0, sizeof *p);
+    p->next_free = l->free_head;
+    l->free_head = idx + 1;
+    l->live--;
+}
+
+/* Frees the entries of idle processes; how many. */
+static uint32_t sweep_idle(tk_lat *l)
+{
+    uint32_t freed = 0;
+    for (uint32_t i = 0; i < l->nprocs; i++)
+        if (l->procs[i].pid != 0 && idle(&l->procs[i])) {
+            proc_release(l, &l->procs[i], i);
+            freed++;
+        }
+    return freed;
+}
+
 /* The entry of pid, made when new; NULL when the bound or memory refuses. */
 static proc *proc_get(tk_lat *l, uint64_t pid, uint32_t *idx)
 {
     proc *p = proc_find(l, pid, idx);
     if (p != NULL)
         return p;
-    if (l->live >= l->o.max_processes)
+    if (l->live >= l->o.max_processes && sweep_idle(l) == 0)
         return NULL;
     uint32_t i;
     if (l->free_head != 0) {
@@ -370,20 +408,95 @@ static proc *proc_get(tk_lat *l, uint64_t pid, uint32_t *idx)
     return p;
 }
 
+/* ---- the functions a process is in (outermost) -----------------------------
+ * Whether a process is already inside a function: its stack scanned, or,
+ * once it is deeper than DEEP frames (recursion through several
+ * functions), a count per (process, function) in `active' until its
+ * stack is empty again. The map is only a shortcut: a process whose
+ * counts could not be kept (memory) goes on being scanned. */
+
+#define DEEP 8u
+
 static uint64_t active_key(uint32_t idx, uint32_t fn)
 {
     return (uint64_t)(idx + 1) << 32 | fn;
 }
 
-/* Frees the entry of a process whose stack is empty. */
-static void proc_release(tk_lat *l, proc *p, uint32_t idx)
+static void active_dec(tk_lat *l, uint32_t idx, uint32_t fn)
 {
-    idmap_remove(&l->by_pid, p->pid);
-    tk_mem_free(p->heap);
-    memset(p, 0, sizeof *p);
-    p->next_free = l->free_head;
-    l->free_head = idx + 1;
-    l->live--;
+    uint64_t key = active_key(idx, fn);
+    uint32_t *n = idmap_get(&l->active, key);
+    if (n != NULL && *n > 1)
+        --*n;
+    else
+        idmap_remove(&l->active, key);
+}
+
+static int active_inc(tk_lat *l, uint32_t idx, uint32_t fn)
+{
+    uint64_t key = active_key(idx, fn);
+    uint32_t *n = idmap_get(&l->active, key);
+    if (n != NULL) {
+        ++*n;
+        return 0;
+    }
+    return idmap_put(&l->active, key, 1);
+}
+
+/* Stops counting: the process is scanned from now on. */
+static void leave_deep(tk_lat *l, proc *p, uint32_t idx)
+{
+    if (!p->deep)
+        return;
+    frame *fr = frames_of(p);
+    for (uint32_t d = 0; d < p->depth; d++)
+        idmap_remove(&l->active, active_key(idx, fr[d].fn & ~MEASURED));
+    p->deep = 0;
+}
+
+/* Whether the process is inside a call of fn. */
+static int inside(tk_lat *l, proc *p, uint32_t idx, uint32_t fn)
+{
+    if (p->deep)
+        return idmap_get(&l->active, active_key(idx, fn)) != NULL;
+    frame *fr = frames_of(p);
+    for (uint32_t d = 0; d < p->depth; d++)
+        if ((fr[d].fn & ~MEASURED) == fn)
+            return 1;
+    return 0;
+}
+
+/* After a push: keep the counts of a deep process. */
+static void pushed(tk_lat *l, proc *p, uint32_t idx, uint32_t fn)
+{
+    if (p->deep) {
+        if (active_inc(l, idx, fn) != 0) {
+            /* (the new frame is not counted: take out the others) */
+            p->depth--;
+            leave_deep(l, p, idx);
+            p->depth++;
+        }
+    } else if (p->depth > DEEP) {
+        frame *fr = frames_of(p);
+        p->deep = 1;
+        for (uint32_t d = 0; d < p->depth; d++)
+            if (active_inc(l, idx, fr[d].fn & ~MEASURED) != 0) {
+                uint32_t depth = p->depth;
+                p->depth = d; /* the frames counted so far */
+                leave_deep(l, p, idx);
+                p->depth = depth;
+                return;
+            }
+    }
+}
+
+static void popped(tk_lat *l, proc *p, uint32_t idx, uint32_t fn)
+{
+    if (p->deep) {
+        active_dec(l, idx, fn);
+        if (p->depth == 0)
+            p->deep = 0;
+    }
 }
 
 /* Drops a process's stack: each measured call counted as `lost' or (with
@@ -401,9 +514,8 @@ static void proc_drop(tk_lat *l, proc *p, uint32_t idx, int unfinished)
                 l->c.lost++;
             }
         }
-        if (l->o.recursion == TK_LAT_OUTERMOST)
-            idmap_remove(&l->active, active_key(idx, fn));
     }
+    leave_deep(l, p, idx);
     l->frames -= p->depth;
     proc_release(l, p, idx);
 }
@@ -440,6 +552,24 @@ static uint64_t to_ns(const tk_lat *l, uint64_t start, uint64_t end)
     return q * 1000000000u + (uint64_t)((double)r * 1e9 / (double)hz);
 }
 
+static int same_fn(const tk_lat_fn *e, const tk_lat_rec *r)
+{
+    return e->m == r->m && e->f == r->f && e->arity == r->arity;
+}
+
+/* The function of a call's record, added when new (the last one found is
+ * tried first: a process calling one function in a loop); -1 when a bound
+ * or memory refuses it. */
+static int64_t fn_of(tk_lat *l, const tk_lat_rec *r)
+{
+    if (l->last_fn < l->nfns && same_fn(&l->fns[l->last_fn], r))
+        return l->last_fn;
+    int64_t fn = fn_get(l, r->m, r->f, r->arity);
+    if (fn >= 0)
+        l->last_fn = (uint32_t)fn;
+    return fn;
+}
+
 static void on_call(tk_lat *l, uint64_t stamp, const tk_lat_rec *r)
 {
     uint32_t idx;
@@ -454,7 +584,7 @@ static void on_call(tk_lat *l, uint64_t stamp, const tk_lat_rec *r)
         p->skipped++;
         return;
     }
-    int64_t fn = fn_get(l, r->m, r->f, r->arity);
+    int64_t fn = fn_of(l, r);
     if (fn < 0) {
         l->c.over_functions++;
         p->skipped++;
@@ -475,49 +605,33 @@ static void on_call(tk_lat *l, uint64_t stamp, const tk_lat_rec *r)
         return;
     }
     uint32_t measured = MEASURED;
-    if (l->o.recursion == TK_LAT_OUTERMOST) {
-        uint64_t key = active_key(idx, (uint32_t)fn);
-        uint32_t *n = idmap_get(&l->active, key);
-        if (n != NULL) {
-            measured = 0;
-            ++*n;
-        } else if (idmap_put(&l->active, key, 1) != 0) {
-            l->c.over_frames++;
-            p->skipped++;
-            return;
-        }
-        if (!measured) {
-            l->fns[fn].nested++;
-            l->c.nested++;
-        }
+    if (l->o.recursion == TK_LAT_OUTERMOST && p->depth > 0 && inside(l, p, idx, (uint32_t)fn)) {
+        measured = 0;
+        l->fns[fn].nested++;
+        l->c.nested++;
     }
     fr = frames_of(p);
     fr[p->depth++] = (frame){(uint32_t)fn | measured, 0, stamp};
     l->frames++;
+    if (l->o.recursion == TK_LAT_OUTERMOST)
+        pushed(l, p, idx, (uint32_t)fn);
 }
 
 static void on_end(tk_lat *l, uint64_t stamp, const tk_lat_rec *r, int exception)
 {
     uint32_t idx;
     proc *p = proc_find(l, r->pid, &idx);
-    if (p == NULL) {
+    if (p == NULL || idle(p)) {
         l->c.unmatched++;
         return;
     }
     if (p->skipped > 0) { /* the end of a call not followed */
         p->skipped--;
-        if (p->skipped == 0 && p->depth == 0)
-            proc_release(l, p, idx);
-        return;
-    }
-    if (p->depth == 0) { /* (an entry is freed when both are 0) */
-        l->c.unmatched++;
-        proc_release(l, p, idx);
         return;
     }
     frame *top = &frames_of(p)[p->depth - 1];
-    int64_t fn = fn_find(l, r->m, r->f, r->arity);
-    if (fn < 0 || (uint32_t)fn != (top->fn & ~MEASURED)) {
+    uint32_t fn = top->fn & ~MEASURED;
+    if (!same_fn(&l->fns[fn], r)) {
         /* Not the innermost call's function: the process lost events. */
         l->c.unmatched++;
         proc_drop(l, p, idx, 0);
@@ -530,14 +644,8 @@ static void on_end(tk_lat *l, uint64_t stamp, const tk_lat_rec *r, int exception
     frame f = *top;
     p->depth--;
     l->frames--;
-    if (l->o.recursion == TK_LAT_OUTERMOST) {
-        uint64_t key = active_key(idx, (uint32_t)fn);
-        uint32_t *n = idmap_get(&l->active, key);
-        if (n != NULL && *n > 1)
-            --*n;
-        else
-            idmap_remove(&l->active, key);
-    }
+    if (l->o.recursion == TK_LAT_OUTERMOST)
+        popped(l, p, idx, fn);
     if (f.fn & MEASURED) {
         tk_lat_fn *e = &l->fns[fn];
         if (tk_hist_add(exception ? &e->exceptions : &e->returns, to_ns(l, f.start, stamp)) == 0)
@@ -545,10 +653,8 @@ static void on_end(tk_lat *l, uint64_t stamp, const tk_lat_rec *r, int exception
         else
             l->c.no_memory++;
         if (l->done != NULL)
-            l->done(l->done_ctx, r->pid, (unsigned)fn, f.start, stamp, exception);
+            l->done(l->done_ctx, r->pid, fn, f.start, stamp, exception);
     }
-    if (p->depth == 0)
-        proc_release(l, p, idx);
 }
 
 static void drop_all(tk_lat *l, int unfinished)

@@ -260,6 +260,27 @@ TK_TEST(lat_bounds_keep_stacks_exact)
     tk_lat_free(l);
 }
 
+/* Idle processes keep their entry until the bound needs it: many
+ * processes, one after another, with room for two. */
+TK_TEST(lat_idle_processes_make_room)
+{
+    tk_lat *l = lat(TK_LAT_OUTERMOST, 4, 2, 100);
+    for (uint64_t pid = 1; pid <= 1000; pid++) {
+        ev(l, 10 * pid, TK_LAT_CALL, pid, 0);
+        ev(l, 10 * pid + 3, TK_LAT_RETURN, pid, 0);
+    }
+    TK_CHECK_EQ(fn_of(l, 0)->returns.count, 1000);
+    TK_CHECK_EQ(tk_lat_counts_of(l)->over_processes, 0);
+    TK_CHECK_EQ(tk_lat_processes(l), 0);
+    /* Two busy processes: a third is refused. */
+    ev(l, 20000, TK_LAT_CALL, 5000, 0);
+    ev(l, 20001, TK_LAT_CALL, 5001, 0);
+    ev(l, 20002, TK_LAT_CALL, 5002, 0);
+    TK_CHECK_EQ(tk_lat_counts_of(l)->over_processes, 1);
+    TK_CHECK_EQ(tk_lat_processes(l), 2);
+    tk_lat_free(l);
+}
+
 TK_TEST(lat_stamps_to_nanoseconds)
 {
     tk_lat_opts o = {TK_LAT_EACH, 4, 4, 4, 2500000000u}; /* a 2.5 GHz counter */
