@@ -679,6 +679,7 @@ void tk_lat_record(tk_lat *l, uint64_t stamp, const tk_lat_rec *r)
     unsigned src = r->arity;
     switch (r->kind) {
     case TK_LAT_BLIND:
+        l->c.markers++;
         if (src >= TK_LAT_SOURCES) {
             l->c.junk++;
         } else if (!l->blind[src]) {
@@ -690,6 +691,7 @@ void tk_lat_record(tk_lat *l, uint64_t stamp, const tk_lat_rec *r)
         }
         return;
     case TK_LAT_SIGHTED:
+        l->c.markers++;
         if (src < TK_LAT_SOURCES && l->blind[src]) {
             l->blind[src] = 0;
             l->nblind--;

@@ -130,6 +130,7 @@ typedef struct {
     uint64_t lost;       /* measured calls open when events were lost */
     uint64_t blind;      /* calls, returns, exceptions while events were lost */
     uint64_t blind_periods;
+    uint64_t markers;    /* BLIND and SIGHTED records */
     uint64_t over_functions, over_processes, over_frames; /* bounds */
     uint64_t no_memory;  /* durations not added for want of memory */
     uint64_t junk;       /* records that are none of the kinds above */

@@ -40,7 +40,7 @@
     X(layout) X(tracekit_hist) X(hz) X(recursion) X(functions) X(counters)  \
     X(returns) X(exceptions) X(unfinished) X(nested) X(count) X(sum) X(min) \
     X(max) X(buckets) X(calls) X(exits) X(measured) X(unmatched) X(lost)    \
-    X(blind) X(blind_periods) X(over_functions) X(over_processes)           \
+    X(blind) X(blind_periods) X(markers) X(over_functions) X(over_processes)           \
     X(over_frames) X(no_memory) X(junk) X(dropped) X(filtered) X(ignored)   \
     X(unplaced) X(processes) X(frames) X(written) X(taken) X(size)          \
     X(closed) X(paused) X(finished) X(version) X(error_bound) X(exact_below) \

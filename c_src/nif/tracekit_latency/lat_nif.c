@@ -389,7 +389,7 @@ static ERL_NIF_TERM enabled_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
 }
 
 /* The arity of a call's arguments (a list, or the arity itself with the
- * `arity' flag), or of a return's {M, F, Arity}: 0..255, else -1. */
+ * `arity' flag): 0..255, else -1. */
 static int arity_of(ErlNifEnv *env, ERL_NIF_TERM t)
 {
     unsigned a;
@@ -426,8 +426,12 @@ static ERL_NIF_TERM trace_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     if (ok && kind != TK_LAT_EXIT) {
         const ERL_NIF_TERM *mfa;
         int n, arity = -1;
+        unsigned a;
         ok = enif_get_tuple(env, argv[3], &n, &mfa) && n == 3 && enif_is_atom(env, mfa[0]) &&
-             enif_is_atom(env, mfa[1]) && (arity = arity_of(env, mfa[2])) >= 0;
+             enif_is_atom(env, mfa[1]) &&
+             (kind == TK_LAT_CALL ? (arity = arity_of(env, mfa[2])) >= 0
+                                  : enif_get_uint(env, mfa[2], &a) && a <= 255 &&
+                                        (arity = (int)a) >= 0);
         if (ok) {
             rec.m = mfa[0];
             rec.f = mfa[1];

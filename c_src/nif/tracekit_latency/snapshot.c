@@ -176,7 +176,8 @@ static ERL_NIF_TERM counters_term(ErlNifEnv *env, const lat_lib *lib, lat_core *
     ERL_NIF_TERM keys[] = {
         lib->am_calls, lib->am_returns, lib->am_exceptions, lib->am_exits,
         lib->am_measured, lib->am_nested, lib->am_unmatched, lib->am_unfinished,
-        lib->am_lost, lib->am_blind, lib->am_blind_periods, lib->am_over_functions,
+        lib->am_lost, lib->am_blind, lib->am_blind_periods, lib->am_markers,
+        lib->am_over_functions,
         lib->am_over_processes, lib->am_over_frames, lib->am_no_memory, lib->am_junk,
         lib->am_written, lib->am_taken, lib->am_dropped, lib->am_filtered, lib->am_ignored,
         lib->am_unplaced, lib->am_processes, lib->am_frames, lib->am_closed,
@@ -184,7 +185,7 @@ static ERL_NIF_TERM counters_term(ErlNifEnv *env, const lat_lib *lib, lat_core *
     ERL_NIF_TERM vals[] = {
         U(k->calls), U(k->returns), U(k->exceptions), U(k->exits), U(k->measured),
         U(k->nested), U(k->unmatched), U(k->unfinished), U(k->lost), U(k->blind),
-        U(k->blind_periods), U(k->over_functions), U(k->over_processes), U(k->over_frames),
+        U(k->blind_periods), U(k->markers), U(k->over_functions), U(k->over_processes), U(k->over_frames),
         U(k->no_memory), U(k->junk), U(written), U(cp->taken), U(dropped), U(filtered),
         U(ignored), U(atomic_load(&c->unplaced)), U(cp->processes), U(cp->frames),
         atomic_load(&c->closed) ? lib->am_true : lib->am_false,
