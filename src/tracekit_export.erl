@@ -164,7 +164,7 @@ latency_svg(Latency, Dest, Opts) when is_map(Opts) ->
                 {error, _} = E ->
                     E
             end;
-        {error, _} ->
+        {{error, _}, _} ->
             {error, {bad_source, Latency}};
         {_, Bad} ->
             Bad
@@ -184,14 +184,12 @@ latency_functions(Fns) when is_map(Fns) ->
         0 -> {ok, Fns};
         _ -> {error, bad}
     end;
-latency_functions(Tracer) when is_reference(Tracer) ->
+latency_functions(Tracer) ->
     try tracekit_latency:read(Tracer) of
         #{functions := Fns} -> {ok, Fns}
     catch
         error:badarg -> {error, bad}
-    end;
-latency_functions(_) ->
-    {error, bad}.
+    end.
 
 latency_opts(Opts) ->
     case [{K, V} || K := V <- Opts,
