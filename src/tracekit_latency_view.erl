@@ -21,15 +21,14 @@
                   interval := number()}.
 
 %% @doc The nodes' histograms merged exactly, and their counters added
-%% up. Snapshots of another histogram layout than this node's are left
-%% out, and named.
+%% up. Snapshots of another histogram layout than this node's, or not
+%% well formed, are left out, and named.
 -spec merge(#{node() => tracekit_latency:snapshot()}) ->
           {functions(), map(), [node()]}.
 merge(Snapshots) ->
     #{version := Layout} = tracekit_latency:layout(),
-    {Good, Other} = lists:partition(fun({_, #{layout := L}}) -> L =:= Layout;
-                                       (_) -> false
-                                    end, lists:sort(maps:to_list(Snapshots))),
+    {Good, Other} = lists:partition(fun({_, S}) -> usable(S, Layout) end,
+                                    lists:sort(maps:to_list(Snapshots))),
     Fns = lists:foldl(fun({_, #{functions := F}}, Acc) ->
                               maps:fold(fun(MFA, L, A) ->
                                                 maps:update_with(
@@ -46,6 +45,19 @@ merge(Snapshots) ->
                                              end, Acc, C)
                            end, #{}, Good),
     {Fns, Counters, [N || {N, _} <- Other]}.
+
+%% A snapshot of this node's layout whose histograms are well formed
+%% (another node's answer is data like any other).
+usable(#{layout := Layout, functions := Fns, counters := C}, Layout)
+  when is_map(Fns), is_map(C) ->
+    lists:all(fun({{M, F, A}, #{returns := R, exceptions := E, unfinished := U, nested := N}})
+                    when is_atom(M), is_atom(F), is_integer(A), is_integer(U), is_integer(N) ->
+                      tracekit_hist:check(R) =:= ok andalso tracekit_hist:check(E) =:= ok;
+                 (_) ->
+                      false
+              end, maps:to_list(Fns));
+usable(_, _) ->
+    false.
 
 %% @doc Each node's functions, as merge/1 takes them.
 -spec by_node(#{node() => tracekit_latency:snapshot()}) -> #{node() => functions()}.
