@@ -18,7 +18,8 @@
                   counters := map(),
                   seconds := number(),
                   previous := #{mfa() => non_neg_integer()},
-                  interval := number()}.
+                  interval := number(),
+                  left_out => [node()]}.
 
 %% @doc The nodes' histograms merged exactly, and their counters added
 %% up. Snapshots of another histogram layout than this node's, or not
@@ -62,8 +63,9 @@ usable(_, _) ->
 %% @doc Each node's functions, as merge/1 takes them.
 -spec by_node(#{node() => tracekit_latency:snapshot()}) -> #{node() => functions()}.
 by_node(Snapshots) ->
+    #{version := Layout} = tracekit_latency:layout(),
     maps:map(fun(_, #{functions := F}) -> F end,
-             maps:filter(fun(_, S) -> is_map_key(functions, S) end, Snapshots)).
+             maps:filter(fun(_, S) -> usable(S, Layout) end, Snapshots)).
 
 %%% The table ------------------------------------------------------------------
 
@@ -151,11 +153,17 @@ figures(X, Unit) -> lists:flatten(io_lib:format("~w~s", [round(X), Unit])).
 %% trace), `histograms' (per function, the merged histograms themselves,
 %% nanoseconds: for {@link tracekit_hist}, the exports and the report),
 %% `counters' (of all nodes), `seconds' traced; with several nodes,
-%% `latency_nodes' and `histograms_nodes' (the same per node).
+%% `latency_nodes' and `histograms_nodes' (the same per node), and
+%% `left_out', the nodes whose histograms could not be merged (another
+%% layout, or not well formed), when there are any.
 -spec summary(view(), boolean()) -> map().
 summary(#{functions := Fns, counters := C, seconds := Secs} = V, Multi) ->
     Per = fun(F) -> maps:map(fun(_, L) -> with_rate(tracekit_hist:summary(L), Secs) end, F) end,
-    S = #{latency => Per(Fns), histograms => Fns, counters => C, seconds => Secs},
+    S0 = #{latency => Per(Fns), histograms => Fns, counters => C, seconds => Secs},
+    S = case maps:get(left_out, V, []) of
+            [] -> S0;
+            Left -> S0#{left_out => Left}
+        end,
     case Multi of
         true ->
             Nodes = maps:get(nodes, V, #{}),

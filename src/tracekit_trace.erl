@@ -305,9 +305,10 @@ latency_table(St) ->
 %% The nodes' histograms, merged, at Now (ms).
 latency_view(#st{nodes = N, lat_start = T0, lat_prev = {PrevAt, Prev}}, Now) ->
     Snaps = tracekit_nodes:latency(N),
-    {Fns, Counters, _} = tracekit_latency_view:merge(Snaps),
+    {Fns, Counters, Left} = tracekit_latency_view:merge(Snaps),
     #{functions => Fns, nodes => tracekit_latency_view:by_node(Snaps), counters => Counters,
-      seconds => (Now - T0) / 1000, previous => Prev, interval => (Now - PrevAt) / 1000}.
+      seconds => (Now - T0) / 1000, previous => Prev, interval => (Now - PrevAt) / 1000,
+      left_out => Left}.
 
 from_nodes(Msg, #st{nodes = N} = St) ->
     case tracekit_nodes:handle(Msg, N) of
