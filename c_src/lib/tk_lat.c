@@ -4,6 +4,7 @@
 
 #include "tk_clock.h"
 #include "tk_mem.h"
+#include "tk_u64map.h"
 
 _Static_assert(sizeof(tk_lat_rec) == 32, "a record is four words");
 _Static_assert(TK_LAT_REC_BYTES == TK_RING_HEADER + sizeof(tk_lat_rec), "record size");
@@ -51,16 +52,6 @@ int tk_lat_push(tk_ring *r, unsigned src, uint8_t *blind, uint64_t stamp,
     return tk_ring_push(r, stamp, rec, sizeof *rec);
 }
 
-/* ---- a map from nonzero 64-bit keys to 32-bit values, with removal ------- */
-
-/* Open addressing, linear probing, at most half full; removal shifts the
- * entries after the hole back (no tombstones). */
-typedef struct {
-    uint64_t *keys; /* 0: empty */
-    uint32_t *vals;
-    size_t cap, n;  /* cap: a power of two, or 0 */
-} idmap;
-
 static inline uint64_t mix(uint64_t x)
 {
     x ^= x >> 30;
@@ -68,93 +59,6 @@ static inline uint64_t mix(uint64_t x)
     x ^= x >> 27;
     x *= 0x94d049bb133111ebull;
     return x ^ (x >> 31);
-}
-
-/* The slot of key, or of the empty slot where it would go. */
-static size_t idmap_slot(const idmap *m, uint64_t key)
-{
-    size_t i = (size_t)mix(key) & (m->cap - 1);
-    while (m->keys[i] != 0 && m->keys[i] != key)
-        i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-static uint32_t *idmap_get(const idmap *m, uint64_t key)
-{
-    if (m->cap == 0)
-        return NULL;
-    size_t i = idmap_slot(m, key);
-    return m->keys[i] == key ? &m->vals[i] : NULL;
-}
-
-static int idmap_grow(idmap *m)
-{
-    size_t cap = m->cap ? 2 * m->cap : 64;
-    uint64_t *keys = tk_mem_zalloc(cap * sizeof *keys);
-    uint32_t *vals = tk_mem_alloc(cap * sizeof *vals);
-    if (keys == NULL || vals == NULL) {
-        tk_mem_free(keys);
-        tk_mem_free(vals);
-        return -1;
-    }
-    idmap old = *m;
-    m->keys = keys;
-    m->vals = vals;
-    m->cap = cap;
-    for (size_t i = 0; i < old.cap; i++) {
-        if (old.keys[i] != 0) {
-            size_t j = idmap_slot(m, old.keys[i]);
-            m->keys[j] = old.keys[i];
-            m->vals[j] = old.vals[i];
-        }
-    }
-    tk_mem_free(old.keys);
-    tk_mem_free(old.vals);
-    return 0;
-}
-
-/* Sets key to val. 0, or -1 when out of memory. */
-static int idmap_put(idmap *m, uint64_t key, uint32_t val)
-{
-    if (2 * (m->n + 1) > m->cap && idmap_grow(m) != 0)
-        return -1;
-    size_t i = idmap_slot(m, key);
-    if (m->keys[i] == 0) {
-        m->keys[i] = key;
-        m->n++;
-    }
-    m->vals[i] = val;
-    return 0;
-}
-
-static void idmap_remove(idmap *m, uint64_t key)
-{
-    if (m->cap == 0)
-        return;
-    size_t mask = m->cap - 1, i = idmap_slot(m, key);
-    if (m->keys[i] != key)
-        return;
-    /* Backward shift: each later entry of the run that may move into the
-     * hole (its home is not between the hole and itself) moves. */
-    for (size_t j = (i + 1) & mask;; j = (j + 1) & mask) {
-        if (m->keys[j] == 0)
-            break;
-        size_t home = (size_t)mix(m->keys[j]) & mask;
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            m->keys[i] = m->keys[j];
-            m->vals[i] = m->vals[j];
-            i = j;
-        }
-    }
-    m->keys[i] = 0;
-    m->n--;
-}
-
-static void idmap_free(idmap *m)
-{
-    tk_mem_free(m->keys);
-    tk_mem_free(m->vals);
-    memset(m, 0, sizeof *m);
 }
 
 /* ---- the state ----------------------------------------------------------- */
@@ -192,8 +96,8 @@ struct tk_lat {
     proc *procs;
     uint32_t nprocs, procs_cap, free_head; /* free list, index + 1 */
     uint32_t live;                         /* entries in use */
-    idmap by_pid;                          /* pid -> entry */
-    idmap active;   /* (entry + 1) << 32 | fn -> frames of fn (outermost) */
+    tk_u64map by_pid;                          /* pid -> entry */
+    tk_u64map active;   /* (entry + 1) << 32 | fn -> frames of fn (outermost) */
     uint64_t frames;
 
     uint8_t blind[TK_LAT_SOURCES];
@@ -229,8 +133,8 @@ void tk_lat_free(tk_lat *l)
     for (uint32_t i = 0; i < l->nprocs; i++)
         tk_mem_free(l->procs[i].heap);
     tk_mem_free(l->procs);
-    idmap_free(&l->by_pid);
-    idmap_free(&l->active);
+    tk_u64map_free(&l->by_pid);
+    tk_u64map_free(&l->active);
     tk_mem_free(l);
 }
 
@@ -337,7 +241,7 @@ static int64_t fn_get(tk_lat *l, uint64_t m, uint64_t f, uint32_t arity)
 
 static proc *proc_find(tk_lat *l, uint64_t pid, uint32_t *idx)
 {
-    uint32_t *v = idmap_get(&l->by_pid, pid);
+    uint32_t *v = tk_u64map_ref(&l->by_pid, pid);
     if (v == NULL)
         return NULL;
     *idx = *v;
@@ -351,7 +255,7 @@ static int idle(const proc *p)
 
 static void proc_release(tk_lat *l, proc *p, uint32_t idx)
 {
-    idmap_remove(&l->by_pid, p->pid);
+    tk_u64map_remove(&l->by_pid, p->pid);
     tk_mem_free(p->heap);
     memset(p, 0, sizeof *p);
     p->next_free = l->free_head;
@@ -393,7 +297,7 @@ static proc *proc_get(tk_lat *l, uint64_t pid, uint32_t *idx)
         }
         i = l->nprocs;
     }
-    if (idmap_put(&l->by_pid, pid, i) != 0)
+    if (tk_u64map_put(&l->by_pid, pid, i) != 0)
         return NULL;
     if (i == l->nprocs)
         l->nprocs++;
@@ -425,22 +329,22 @@ static uint64_t active_key(uint32_t idx, uint32_t fn)
 static void active_dec(tk_lat *l, uint32_t idx, uint32_t fn)
 {
     uint64_t key = active_key(idx, fn);
-    uint32_t *n = idmap_get(&l->active, key);
+    uint32_t *n = tk_u64map_ref(&l->active, key);
     if (n != NULL && *n > 1)
         --*n;
     else
-        idmap_remove(&l->active, key);
+        tk_u64map_remove(&l->active, key);
 }
 
 static int active_inc(tk_lat *l, uint32_t idx, uint32_t fn)
 {
     uint64_t key = active_key(idx, fn);
-    uint32_t *n = idmap_get(&l->active, key);
+    uint32_t *n = tk_u64map_ref(&l->active, key);
     if (n != NULL) {
         ++*n;
         return 0;
     }
-    return idmap_put(&l->active, key, 1);
+    return tk_u64map_put(&l->active, key, 1);
 }
 
 /* Stops counting: the process is scanned from now on. */
@@ -450,7 +354,7 @@ static void leave_deep(tk_lat *l, proc *p, uint32_t idx)
         return;
     frame *fr = frames_of(p);
     for (uint32_t d = 0; d < p->depth; d++)
-        idmap_remove(&l->active, active_key(idx, fr[d].fn & ~MEASURED));
+        tk_u64map_remove(&l->active, active_key(idx, fr[d].fn & ~MEASURED));
     p->deep = 0;
 }
 
@@ -458,7 +362,7 @@ static void leave_deep(tk_lat *l, proc *p, uint32_t idx)
 static int inside(tk_lat *l, proc *p, uint32_t idx, uint32_t fn)
 {
     if (p->deep)
-        return idmap_get(&l->active, active_key(idx, fn)) != NULL;
+        return tk_u64map_ref(&l->active, active_key(idx, fn)) != NULL;
     frame *fr = frames_of(p);
     for (uint32_t d = 0; d < p->depth; d++)
         if ((fr[d].fn & ~MEASURED) == fn)
