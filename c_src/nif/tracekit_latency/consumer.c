@@ -118,8 +118,8 @@ int lat_consumer_start(lat_core *c)
     return 0;
 }
 
-/* Joins c's thread (once), and takes c out of the list. Under cores_lock. */
-static void join_locked(lat_core *c)
+/* Takes c out of the list. Under cores_lock. */
+static void unlink_locked(lat_core *c)
 {
     for (lat_core **at = &running; *at != NULL; at = &(*at)->next)
         if (*at == c) {
@@ -127,20 +127,40 @@ static void join_locked(lat_core *c)
             break;
         }
     c->next = NULL;
+}
+
+/* Joins c's thread, taken out of the list by the caller (who alone
+ * joins it: `joining'). The list's lock is not held while waiting.
+ * Returns whether c's resource has gone meanwhile (then the caller frees
+ * c: lat_consumer_orphan left it). */
+static bool join(lat_core *c)
+{
     enif_thread_join(c->tid, NULL);
+    pthread_mutex_lock(&cores_lock);
     c->joined = true;
+    bool orphan = c->discard;
+    pthread_mutex_unlock(&cores_lock);
+    return orphan;
 }
 
 void lat_consumer_stop(lat_core *c)
 {
+    bool mine = false;
     pthread_mutex_lock(&cores_lock);
-    if (c->thread_started && !c->joined) {
-        enif_mutex_lock(c->ctl);
-        c->stop = true;
-        enif_mutex_unlock(c->ctl);
-        join_locked(c);
+    if (c->thread_started && !c->joined && !c->joining) {
+        c->joining = mine = true;
+        unlink_locked(c);
     }
     pthread_mutex_unlock(&cores_lock);
+    /* The thread finishes the data and exits; another close waits for
+     * that too. */
+    enif_mutex_lock(c->ctl);
+    c->stop = true;
+    while (c->thread_started && !c->thread_exited)
+        enif_cond_wait(c->cond, c->ctl);
+    enif_mutex_unlock(c->ctl);
+    if (mine)
+        (void)join(c); /* (the caller holds the resource: not an orphan) */
     /* No thread (never started, or stopped when its library went away):
      * the caller finishes the data itself. */
     enif_mutex_lock(c->lock);
@@ -158,19 +178,24 @@ void lat_consumer_stop(lat_core *c)
 void lat_consumer_orphan(lat_core *c)
 {
     pthread_mutex_lock(&cores_lock);
-    bool running_thread = c->thread_started && !c->joined;
-    if (running_thread) {
+    /* A thread that runs, or is being joined (by lat_consumer_reap), is
+     * told; the reaper or joiner frees c. */
+    bool free_now = !c->thread_started || c->joined;
+    if (!free_now) {
         enif_mutex_lock(c->ctl);
         c->discard = true;
         enif_mutex_unlock(c->ctl);
     }
     pthread_mutex_unlock(&cores_lock);
-    if (!running_thread)
+    if (free_now)
         lat_core_free(c);
 }
 
 void lat_consumer_reap(bool all)
 {
+    /* The cores to join, taken out of the list under the lock and joined
+     * after it. */
+    lat_core *done = NULL;
     pthread_mutex_lock(&cores_lock);
     for (lat_core **at = &running; *at != NULL;) {
         lat_core *c = *at;
@@ -183,13 +208,21 @@ void lat_consumer_reap(bool all)
             at = &c->next;
             continue;
         }
-        join_locked(c); /* (takes c out: *at is the next one) */
-        if (orphan)
-            lat_core_free(c);
-        else
-            atomic_store(&c->closed, true); /* nobody takes its events now */
+        *at = c->next;
+        c->joining = true;
+        c->next = done;
+        done = c;
     }
     pthread_mutex_unlock(&cores_lock);
+    while (done != NULL) {
+        lat_core *c = done;
+        done = c->next;
+        c->next = NULL;
+        /* A live tracer's events are taken by nobody now. */
+        atomic_store(&c->closed, true);
+        if (join(c))
+            lat_core_free(c);
+    }
 }
 
 void lat_core_free(lat_core *c)

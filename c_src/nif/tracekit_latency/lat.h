@@ -92,7 +92,8 @@ typedef struct lat_core {
     ErlNifMutex *ctl;
     ErlNifCond *cond;
     bool stop, discard;          /* stop: drain, finish, exit; discard: just exit */
-    bool thread_started, thread_exited, joined;
+    bool thread_started, thread_exited;
+    bool joining, joined; /* under the list's lock (consumer.c) */
     ErlNifTid tid;
     struct lat_core *next; /* in the list of cores whose thread runs */
 } lat_core;
