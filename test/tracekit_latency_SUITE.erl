@@ -147,7 +147,12 @@ known_durations_match_a_full_trace(_Config) ->
          %% much, and only the percentiles one call can move (p99 and max
          %% of 100 calls) are compared with that difference as slack.
          Apart = abs(round(Total * 1000) - lists:sum(Ds)),
-         Slack = 10000,
+         %% (Under AddressSanitizer each tracer's callbacks take tens of
+         %% microseconds, and the other's come between the two readings.)
+         Slack = case os:getenv("ASAN_OPTIONS") of
+                     false -> 10000;
+                     _ -> 200000
+                 end,
          ct:log("~w: totals ~w ns apart over ~w calls", [F, Apart, Count]),
          Worst = lists:max(
                    [begin
