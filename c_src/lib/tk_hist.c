@@ -81,6 +81,16 @@ int tk_hist_add_n(tk_hist *h, uint64_t v, uint64_t n)
     if (c == NULL)
         return -1;
     *c += n;
+    if (n == 1 && h->count > 0) { /* (the common case: one value) */
+        if (v < h->min)
+            h->min = v;
+        if (v > h->max)
+            h->max = v;
+        h->count++;
+        h->sum_lo += v;
+        h->sum_hi += h->sum_lo < v;
+        return 0;
+    }
     note(h, v, n);
     return 0;
 }

@@ -291,6 +291,22 @@ TK_TEST(lat_stamps_to_nanoseconds)
     tk_lat_free(l);
     tk_lat_opts bad = {TK_LAT_EACH, 0, 4, 4, 1};
     TK_CHECK(tk_lat_new(&bad) == NULL);
+    /* Any clock, any duration: within a nanosecond of ticks * 1e9 / hz. */
+    uint64_t hzs[] = {800000000u, 2900123457u, 3000000000u, 17000000000ull};
+    for (unsigned k = 0; k < 4; k++) {
+        tk_lat_opts ok = {TK_LAT_EACH, 4, 4, 4, hzs[k]};
+        for (int i = 0; i < 200; i++) {
+            uint64_t ticks = rnd() >> (rnd() % 40 + 14); /* up to ~ 2^50 */
+            l = tk_lat_new(&ok);
+            ev(l, 5, TK_LAT_CALL, 1, 0);
+            ev(l, 5 + ticks, TK_LAT_RETURN, 1, 0);
+            unsigned __int128 want = (unsigned __int128)ticks * 1000000000u / hzs[k];
+            uint64_t got = fn_of(l, 0)->returns.max;
+            if (!(got == (uint64_t)want || got == (uint64_t)want + 1))
+                TK_CHECK(!"within a nanosecond");
+            tk_lat_free(l);
+        }
+    }
 }
 
 /* ---- against a plain model: every frame kept, nothing compressed ----- */
