@@ -1,23 +1,39 @@
-# tracekit build.
+# tracekit: the development build (GNU make).
 #
-#   make            NIFs into priv/ and beams (through rebar3)
+#   make            the NIFs and tracekit-cat into priv/, the beams (rebar3)
 #   make test       C core tests, the same under ASan+UBSan and TSan, EUnit, CT
 #   make test-all   `make test` on OTP 27, then on OTP 29
+#   make test-package  tracekit as a dependency: a rebar3 project, its
+#                   release, the Hex-style tarball, a mix project
 #   make check      dialyzer and xref
 #   make bench      benchmarks (not part of the tests)
 #   make demo       the demonstration run of README.md
 #   make test-viewers  exports and the HTML report checked in headless Chromium
+#   make clean, make distclean
 #
 # OTP=27|29 selects the release (see scripts/otp); without it, the PATH's
 # erl is used when it is release 27 or newer, else OTP 29 is provisioned.
+# What the package ships (priv/*.so, priv/bin/tracekit-cat) is built by
+# c_src/build.sh, which is also what rebar3's pre-compile hook runs in a
+# project that depends on tracekit.
 
 SHELL := /bin/sh
 .SUFFIXES:
 .DELETE_ON_ERROR:
 .DEFAULT_GOAL := all
 
-# ---- OTP selection (done once per make invocation) -------------------------
-# $(shell) does not see make's variables: pass OTP on explicitly.
+BUILD := sh c_src/build.sh
+# Warnings are errors here (c_src/build.sh leaves them warnings for the
+# compilers of projects that depend on tracekit).
+export TK_WERROR := 1
+# The language and warning flags of every C file. ($(shell) sees the
+# environment make was started with, not the variables it exports.)
+C_BASE := $(shell TK_WERROR=1 $(BUILD) cflags)
+
+# ---- OTP selection (once per make invocation) --------------------------------
+# Only for goals that need an OTP: these do not.
+NO_OTP_GOALS := clean distclean test-all
+ifneq ($(filter-out $(NO_OTP_GOALS),$(or $(MAKECMDGOALS),$(.DEFAULT_GOAL))),)
 OTP_PATH := $(shell OTP='$(OTP)' scripts/otp path)
 ifeq ($(strip $(OTP_PATH)),)
 $(error no usable Erlang/OTP: scripts/otp failed, see the message above)
@@ -28,102 +44,58 @@ ifneq ($(strip $(OTP_ERL_LIBS)),)
 export ERL_LIBS := $(OTP_ERL_LIBS)$(if $(ERL_LIBS),:$(ERL_LIBS))
 endif
 
-# "<otp release> <erts version> <erts include dir> <ei include> <ei lib>"
-OTP_FACTS := $(shell PATH='$(OTP_PATH)':"$$PATH" erl -noshell -noinput -eval '\
-    Root = code:root_dir(), \
-    io:format("~s ~s ~s/erts-~s/include ~s ~s", \
-      [erlang:system_info(otp_release), erlang:system_info(version), \
-       Root, erlang:system_info(version), \
-       code:lib_dir(erl_interface, include), \
-       code:lib_dir(erl_interface, lib)]), halt().')
-OTP_REL      := $(word 1,$(OTP_FACTS))
-ERTS_VSN     := $(word 2,$(OTP_FACTS))
-ERTS_INCLUDE := $(word 3,$(OTP_FACTS))
-EI_INCLUDE   := $(word 4,$(OTP_FACTS))
-EI_LIB       := $(word 5,$(OTP_FACTS))
-ifeq ($(strip $(ERTS_VSN)),)
-$(error erl on PATH ($(OTP_PATH)) did not answer)
+# "<otp release> <erts version> <root dir> <erl_interface dir>"
+OTP_FACTS := $(shell PATH='$(OTP_PATH)':"$$PATH" $(BUILD) facts)
+OTP_REL   := $(word 1,$(OTP_FACTS))
+ERTS_VSN  := $(word 2,$(OTP_FACTS))
+OTP_ROOT  := $(word 3,$(OTP_FACTS))
+ifeq ($(strip $(word 4,$(OTP_FACTS))),)
+$(error the erl of $(OTP_PATH) did not answer c_src/build.sh facts, see the message above)
 endif
+# c_src/build.sh takes the OTP from the variables rebar3 gives its hooks:
+# set them to the facts above, so that it need not ask erl again.
+export ERLANG_TARGET := $(OTP_REL)
+export ERLANG_ERTS_VER := $(ERTS_VSN)
+export ERLANG_ROOT_DIR := $(OTP_ROOT)
+export ERLANG_LIB_DIR_erl_interface := $(word 4,$(OTP_FACTS))
 
 # Each OTP gets its own object and beam directories, so that switching
 # between releases never mixes NIF API versions or beam formats.
 B := build/erts-$(ERTS_VSN)
 export REBAR_BASE_DIR := $(CURDIR)/_build/otp$(OTP_REL)
+endif
 REBAR ?= rebar3
+# Warnings are errors in every Erlang compile of this project's builds and
+# tests (rebar.config leaves them warnings, for dependents).
+export ERL_COMPILER_OPTIONS := [warnings_as_errors]
 
-# priv/*.so are relinked when the OTP they were built for changes: this stamp
-# is rewritten only when its content would differ.
-OTP_STAMP := build/priv-erts
-$(shell mkdir -p build; \
-  [ "`cat $(OTP_STAMP) 2>/dev/null`" = "$(ERTS_VSN)" ] || echo $(ERTS_VSN) > $(OTP_STAMP))
-
-# ---- C ---------------------------------------------------------------------
-# The sources live in rooms by role (README.md, "Design"):
-#   c_src/lib/        plain C the shipped NIFs use   -> $(B)/libtk.a
-#   c_src/model/      plain C models of the VM       -> $(B)/libtkmodel.a
-#   c_src/nif/common/ NIF-side code the NIFs share   -> $(B)/libtknif.a
-#   c_src/nif/<m>/       a shipped NIF library        -> priv/<m>.so
-#   c_src/test_nif/<m>/  a NIF only the tests load    -> $(B)/test_nif/<m>.so
-#   c_src/bench_nif/<m>/ a NIF only the benchmarks load -> $(B)/bench_nif/<m>.so
-#   c_src/test/       C tests of lib and model (no VM)
-#   c_src/bench/      C benchmarks of lib
-# Each .so links its own objects and the archives: the linker takes from an
-# archive only the objects the library uses.
-CC      ?= cc
+# ---- C: what c_src/build.sh builds ---------------------------------------------
+# The rooms of c_src/ (README.md, "Design: the layout"): lib, nif/common and
+# each nif/<m> make priv/<m>.so; cat (with the lib pieces it uses and ei)
+# makes priv/bin/tracekit-cat; each test_nif/<m> and bench_nif/<m> (with
+# model) makes $(B)/test_nif/<m>.so or $(B)/bench_nif/<m>.so. The objects
+# stay in $(B).
 CLANG   ?= clang
-CSTD    := -std=c11 -D_GNU_SOURCE
-WARN    := -Wall -Wextra -Werror
-CFLAGS  ?= -O2 -g
+SAN_ASAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_TSAN := -fsanitize=thread
 # NIF_VARIANT=asan builds every NIF with AddressSanitizer and UBSan and the
 # debug assertions, into $(B) = build/erts-<vsn>-asan (test-nif-asan).
 NIF_VARIANT ?=
+# The script's CC and CFLAGS are those of the environment (or its
+# defaults), as in rebar3's hook: both builds then agree on what is in $(B).
 ifeq ($(NIF_VARIANT),asan)
 B := $(B)-asan
 PRIV := $(B)/priv
-VARIANT_CFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
-                  -fno-omit-frame-pointer -DTK_DEBUG
+NIF_EXTRA_CFLAGS := $(SAN_ASAN) -DTK_DEBUG
 else
 PRIV := priv
-VARIANT_CFLAGS :=
+NIF_EXTRA_CFLAGS :=
 endif
-NIF_CFLAGS := $(CSTD) $(WARN) $(CFLAGS) $(VARIANT_CFLAGS) -fvisibility=hidden \
-              -fPIC -I$(ERTS_INCLUDE) -I$(EI_INCLUDE) -Ic_src/lib -Ic_src/model \
-              -Ic_src/nif/common
-NIF_LDFLAGS := -shared -lpthread $(VARIANT_CFLAGS)
-
-LIB_HDR  := $(wildcard c_src/lib/*.h)
-obj_of    = $(patsubst c_src/%.c,$(B)/obj/%.o,$(1))
-ARCHIVES := $(B)/libtknif.a $(B)/libtkmodel.a $(B)/libtk.a
-
-$(B)/obj/%.o: c_src/%.c
-	@mkdir -p $(@D)
-	$(CC) $(NIF_CFLAGS) -MMD -MP -c $< -o $@
-
-$(B)/libtk.a: $(call obj_of,$(sort $(wildcard c_src/lib/*.c)))
-$(B)/libtkmodel.a: $(call obj_of,$(sort $(wildcard c_src/model/*.c)))
-$(B)/libtknif.a: $(call obj_of,$(sort $(wildcard c_src/nif/common/*.c)))
-$(ARCHIVES):
-	@mkdir -p $(@D)
-	rm -f $@
-	ar rcs $@ $^
-
-# nif_rule ROOM OUTDIR M: the rule making OUTDIR/M.so from c_src/ROOM/M/.
-# A NIF directory that links ei names it in a file `uses_ei` beside its
-# sources.
-define nif_rule
-$(2)/$(3).so: $(call obj_of,$(wildcard c_src/$(1)/$(3)/*.c)) $(ARCHIVES) $(OTP_STAMP)
-	@mkdir -p $$(@D)
-	$$(CC) $$(filter %.o,$$^) $(ARCHIVES) -o $$@ $$(NIF_LDFLAGS) $(if $(wildcard c_src/$(1)/$(3)/uses_ei),-L$(EI_LIB) -lei)
-endef
-nif_names = $(notdir $(patsubst %/,%,$(filter-out c_src/nif/common/,$(sort $(dir $(wildcard c_src/$(1)/*/*.c))))))
-$(foreach n,$(call nif_names,nif),$(eval $(call nif_rule,nif,$(PRIV),$(n))))
-$(foreach n,$(call nif_names,test_nif),$(eval $(call nif_rule,test_nif,$(B)/test_nif,$(n))))
-$(foreach n,$(call nif_names,bench_nif),$(eval $(call nif_rule,bench_nif,$(B)/bench_nif,$(n))))
-NIF_SOS       := $(patsubst %,$(PRIV)/%.so,$(call nif_names,nif))
-TEST_NIF_SOS  := $(patsubst %,$(B)/test_nif/%.so,$(call nif_names,test_nif))
-BENCH_NIF_SOS := $(patsubst %,$(B)/bench_nif/%.so,$(call nif_names,bench_nif))
-
--include $(shell find $(B) -name '*.d' 2>/dev/null)
+NIF_BUILD = TK_EXTRA_CFLAGS='$(NIF_EXTRA_CFLAGS)' $(BUILD) --obj $(B) --priv $(PRIV)
+# tracekit-cat built by clang with AddressSanitizer and UBSan: what
+# tracekit_cat_SUITE's damaged-file run uses when it is there.
+CAT_ASAN_BUILD = CC='$(CLANG)' CFLAGS='-O1 -g' TK_EXTRA_CFLAGS='$(SAN_ASAN)' \
+    $(BUILD) --obj $(B)/cat-asan --cat $(B)/cat-asan/tracekit-cat
 
 # Where the Erlang side finds the NIFs: tracekit_nif:path/1 looks in
 # TRACEKIT_NIF_DIR when it is set (the sanitizer build), else in priv/; the
@@ -139,9 +111,7 @@ CORE_SRC  := $(sort $(wildcard c_src/lib/*.c c_src/model/*.c))
 CORE_HDR  := $(wildcard c_src/lib/*.h c_src/model/*.h)
 CTEST_SRC := $(sort $(wildcard c_src/test/*.c))
 CTEST_HDR := $(wildcard c_src/test/*.h)
-CTEST_CFLAGS := $(CSTD) $(WARN) -g -DTK_DEBUG -Ic_src/lib -Ic_src/model -Ic_src/test -pthread
-SAN_ASAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-SAN_TSAN := -fsanitize=thread
+CTEST_CFLAGS := $(C_BASE) -g -DTK_DEBUG -Ic_src/lib -Ic_src/model -Ic_src/test -pthread
 
 build/ctest/plain/tk_tests: $(CTEST_SRC) $(CTEST_HDR) $(CORE_SRC) $(CORE_HDR)
 	@mkdir -p $(@D)
@@ -155,55 +125,34 @@ build/ctest/tsan/tk_tests: $(CTEST_SRC) $(CTEST_HDR) $(CORE_SRC) $(CORE_HDR)
 
 # ---- C hot-path benchmark (instruction counts under callgrind) --------------
 LIB_SRC := $(sort $(wildcard c_src/lib/*.c))
+LIB_HDR := $(wildcard c_src/lib/*.h)
 build/bench/bench_hot: c_src/bench/bench_hot.c $(LIB_SRC) $(LIB_HDR)
 	@mkdir -p $(@D)
-	$(CC) $(CSTD) $(WARN) -O2 -g -Ic_src/lib -pthread $< $(LIB_SRC) -o $@ -lpthread -lm
-
-# ---- tracekit-cat: trace files read without a VM -----------------------------
-# c_src/cat/ links only ei (erl_interface) from OTP and the libtk.a pieces
-# it uses (chunk framing, record format, CRC, tags); never erts. The asan
-# variant ($(B)/cat-asan/) is what tracekit_cat_SUITE's damaged-file run
-# uses when it is there.
-CAT_SRC    := $(sort $(wildcard c_src/cat/*.c))
-CAT_HDR    := $(wildcard c_src/cat/*.h)
-CAT_LIB    := $(addprefix c_src/lib/,tk_tfile.c tk_term.c tk_crc32c.c tk_mem.c tk_tags.c)
-# (The text follows the io_lib_pretty of the OTP it is built against.)
-CAT_CFLAGS := $(CSTD) $(WARN) -DTK_OTP_RELEASE=$(OTP_REL) -I$(EI_INCLUDE) -Ic_src/lib -Ic_src/cat
-CAT_BIN    := priv/bin/tracekit-cat
-CAT_ASAN   := $(B)/cat-asan/tracekit-cat
-
-$(B)/obj/cat/%.o: c_src/cat/%.c
-	@mkdir -p $(@D)
-	$(CC) $(CAT_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
-
-$(CAT_BIN): $(call obj_of,$(CAT_SRC)) $(B)/libtk.a $(OTP_STAMP)
-	@mkdir -p $(@D)
-	$(CC) $(filter %.o,$^) $(B)/libtk.a -o $@ -L$(EI_LIB) -lei -lpthread -lm
-
-$(CAT_ASAN): $(CAT_SRC) $(CAT_HDR) $(CAT_LIB) $(LIB_HDR) $(OTP_STAMP)
-	@mkdir -p $(@D)
-	$(CLANG) $(CAT_CFLAGS) -O1 -g $(SAN_ASAN) $(CAT_SRC) $(CAT_LIB) -o $@ \
-	  -L$(EI_LIB) -lei -lpthread -lm
-
-cat: $(CAT_BIN)
-cat-asan: $(CAT_ASAN)
+	$(CC) $(C_BASE) -O2 -g -Ic_src/lib -pthread $< $(LIB_SRC) -o $@ -lpthread -lm
 
 # ---- targets ---------------------------------------------------------------
-.PHONY: all nif test-nifs bench-nifs beams test test-c test-c-asan test-c-tsan \
-        test-c-long eunit ct test-nif-asan test-all check dialyzer xref bench \
-        demo clean distclean otp-info cat cat-asan \
+.PHONY: all nif cat cat-asan test-nifs bench-nifs beams test test-c \
+        test-c-asan test-c-tsan test-c-long eunit ct test-nif-asan test-all \
+        test-package check dialyzer xref bench demo clean distclean otp-info \
         viewers-install test-viewers screenshots
 
 all: nif cat beams
 
-# What a user of the package needs: the shipped NIFs, into priv/ (and
-# nothing else: libraries left there by an older layout are removed).
-nif: $(NIF_SOS)
-	@rm -f $(filter-out $(NIF_SOS),$(wildcard $(PRIV)/*.so))
-test-nifs: $(TEST_NIF_SOS)
-bench-nifs: $(BENCH_NIF_SOS)
+# c_src/build.sh decides what to make again (each call is cheap when
+# nothing changed). cat, test-nifs and bench-nifs come after nif: they share
+# its objects, which two builds at once (make -j) would both make.
+nif:
+	$(NIF_BUILD) nifs
+cat: nif
+	$(NIF_BUILD) cat
+cat-asan:
+	$(CAT_ASAN_BUILD) cat
+test-nifs: nif
+	$(NIF_BUILD) test-nifs
+bench-nifs: nif
+	$(NIF_BUILD) bench-nifs
 
-beams: nif
+beams: nif cat
 	$(REBAR) compile
 
 otp-info:
@@ -248,7 +197,7 @@ ASAN_LOGS = $(CURDIR)/$(B)/sanitizer
 # ASan's dlopen interceptor hides the VM's own library path when the VM
 # opens libsctp by name (an OTP from scripts/otp has it in its tree): a
 # directory holding only that library goes on LD_LIBRARY_PATH.
-ASAN_SCTP = $(firstword $(wildcard $(ERTS_INCLUDE)/../../../*/libsctp.so.1))
+ASAN_SCTP = $(firstword $(wildcard $(OTP_ROOT)/../*/libsctp.so.1))
 ASAN_ENV = LD_PRELOAD=$(ASAN_RUNTIME) \
     LD_LIBRARY_PATH=$(ASAN_LOGS)/lib$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH} \
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:handle_abort=1:log_path=$(ASAN_LOGS)/asan \
@@ -280,6 +229,11 @@ endif
 test-all:
 	OTP=27 $(MAKE) test
 	OTP=29 $(MAKE) test
+
+# tracekit as a project that depends on it gets it (scripts/check-package):
+# with rebar3 and in a release, from a Hex-style tarball, with mix.
+test-package:
+	scripts/check-package
 
 check: nif test-nifs dialyzer xref
 
@@ -327,9 +281,10 @@ test-viewers: beams viewers-install
 screenshots:
 	$(MAKE) test-viewers VIEWERS_SHOTS=$(CURDIR)/test/viewers/screenshots
 
+# The objects of every OTP, what they made, and the beams of tracekit itself
+# (distclean: everything rebar3 made).
 clean:
-	rm -rf build priv/*.so priv/bin
-	$(REBAR) clean
+	rm -rf build priv/*.so priv/bin _build/*/*/lib/tracekit
 
-distclean:
-	rm -rf build priv/*.so _build
+distclean: clean
+	rm -rf _build

@@ -21,7 +21,9 @@
 %% sequence diagrams `<case log>.tracekit.messages.mmd' and
 %% `<case log>.tracekit.seq.mmd', and links them from the case's log.
 %% Passing cases leave nothing behind. The hook never fails a test: its
-%% own errors are logged.
+%% own errors are logged. With no options (`{ct_hooks, [tracekit_cth]}')
+%% it records the messages, process events and seq_trace flow of the test
+%% case process, and says once, in the log of the suite, what it records.
 %%
 %% Options (a map; all optional):
 %% <dl>
@@ -31,10 +33,10 @@
 %%   pids, registered names, and `testcase' for the test case process
 %%   (default `[testcase]'). Names are looked up when the case starts.</dd>
 %% <dt>`messages'</dt><dd>trace their sends and receives (default
-%%   false).</dd>
-%% <dt>`procs'</dt><dd>trace their process events (default false).</dd>
+%%   true).</dd>
+%% <dt>`procs'</dt><dd>trace their process events (default true).</dd>
 %% <dt>`seq_trace'</dt><dd>put a seq_trace token on the test case process
-%%   and record the messages it leads to (default false). This uses the
+%%   and record the messages it leads to (default true). This uses the
 %%   node's one system seq tracer while the case runs.</dd>
 %% <dt>`events'</dt><dd>how many of the last events to keep (default
 %%   1000).</dd>
@@ -96,8 +98,8 @@
                   groups => #{atom() => opts()},
                   testcases => #{atom() => opts()}}.
 
--define(DEFAULTS, #{calls => [], processes => [testcase], messages => false,
-                    procs => false, seq_trace => false, events => 1000,
+-define(DEFAULTS, #{calls => [], processes => [testcase], messages => true,
+                    procs => true, seq_trace => true, events => 1000,
                     ring_size => 1 bsl 20, always => false, depth => 20,
                     line_length => 240, records => true, latency => [], slowest => 10}).
 -define(KEYS, [calls, processes, messages, procs, seq_trace, events,
@@ -118,6 +120,7 @@ id(_Opts) ->
 %% @private
 -spec init(term(), term()) -> {ok, #state{}}.
 init(_Id, Opts) when is_map(Opts) ->
+    say_what(Opts),
     {ok, #state{opts = Opts}};
 init(Id, Opts) when is_list(Opts) ->
     try maps:from_list(Opts) of
@@ -131,6 +134,43 @@ init(_Id, Opts) ->
 ignore(Opts) ->
     log_error("ignoring the options ~0tP: they must be a map", [Opts, 10]),
     {ok, #state{opts = #{}}}.
+
+%% What the hook records in every case (groups and cases may change it):
+%% said once, when it starts.
+say_what(Opts) ->
+    case check_options(maps:without([groups, testcases], Opts)) of
+        {ok, #{calls := Calls, processes := Ps, messages := M, procs := P, seq_trace := Seq,
+               events := N} = O} ->
+            What = [["the messages" || M], ["the process events" || P]],
+            Of = [case X of testcase -> "the test case process"; _ -> io_lib:format("~0tp", [X]) end
+                  || X <- Ps],
+            Parts = [[lists:join(" and ", [W || W <- What, W =/= []]), " of ",
+                      lists:join(", ", Of)] || M orelse P]
+                ++ [io_lib:format("the calls of ~ts", [lists:join(", ", [io_lib:format("~0tp", [C]) || C <- calls_list(Calls)])])
+                    || Calls =/= []]
+                ++ ["the seq_trace flow the test case process starts" || Seq],
+            Where = case O of #{nodes := Nodes} -> io_lib:format(" on this node and ~0tp", [Nodes]);
+                              _ -> "" end,
+            info("tracekit_cth records in each test case ~ts~ts (the last ~w events), and "
+                 "writes them beside the case's log when it fails",
+                 [lists:join("; ", Parts), Where, N]);
+        {error, _} ->
+            ok                                  % said for each case
+    end.
+
+calls_list(L) when is_list(L) ->
+    case io_lib:printable_unicode_list(L) of
+        true -> [L];
+        false -> L
+    end;
+calls_list(C) ->
+    [C].
+
+info(Fmt, Args) ->
+    Text = io_lib:format(Fmt, Args),
+    try ct:log("~ts", [Text])
+    catch _:_ -> logger:info("~ts", [Text])
+    end.
 
 %% @private
 post_init_per_testcase(Suite, TC, Config, Return, State) ->
@@ -505,8 +545,9 @@ write(#{logfile := Log, suite := Suite, tc := TC, events := All, lost := Lost,
     Header = io_lib:format("tracekit trace of ~tw:~tw (~w): ~w events of the test "
                            "case body (~w earlier events lost)~n~ts",
                            [Suite, TC, Outcome, length(Events), Lost, nodes_line(Rec)]),
+    TextOpts = text_opts(Suite, Events, Opts, FOpts),
     Lines = [[node_prefix(E, Opts), Line, $\n]
-             || {E, Line} <- tracekit_format:events(Events, text_opts(Suite, Events, Opts, FOpts))],
+             || {E, Line} <- tracekit_format:events(Events, TextOpts)],
     ok = file:write_file(Base ++ ".txt", unicode:characters_to_binary([Header, Lines,
                                                                       slowest_text(Rec)])),
     Diagrams = [diagram(Base ++ ".messages.mmd", "messages",
@@ -515,8 +556,8 @@ write(#{logfile := Log, suite := Suite, tc := TC, events := All, lost := Lost,
         ++ [diagram(Base ++ ".seq.mmd", "seq_trace", seq_arrows(Events), Names, FOpts)
             || maps:get(seq_trace, Opts)],
     Report = report(Base ++ ".html", Events, Suite, TC, Outcome, Lost, Names,
-                    FOpts#{latency => maps:get(latency, Rec, none),
-                           slowest => maps:get(slowest, Opts)}),
+                    TextOpts#{latency => maps:get(latency, Rec, none),
+                              slowest => maps:get(slowest, Opts)}),
     Links = [html_link(F, Text) || {F, Text} <- [{Base ++ ".txt", "events"} | Report] ++ Diagrams],
     ct:log("tracekit: ~w events of ~tw recorded: ~ts",
            [length(Events), TC, lists:join(", ", Links)]).
@@ -578,7 +619,8 @@ is_proc_event(E, Pid) ->
         lists:member(element(3, E), [spawn, spawned, exit, link, unlink, getting_linked,
                                      getting_unlinked, register, unregister]).
 
-%% The HTML report of the case (tracekit_report); a failure to write it
+%% The HTML report of the case (tracekit_report), its table printed as the
+%% text file prints (records, short references); a failure to write it
 %% is logged and leaves the other files.
 report(File, Events, Suite, TC, Outcome, Lost, Names, FOpts) ->
     Title = io_lib:format("tracekit: ~tw:~tw (~w)", [Suite, TC, Outcome]),
@@ -589,10 +631,9 @@ report(File, Events, Suite, TC, Outcome, Lost, Names, FOpts) ->
                   #{latency := H, slowest := N} ->
                       #{latency => H, latency_opts => #{sort => max, max => N}}
               end,
-    case tracekit_report:write(Events, File, Latency#{title => Title, note => Note, lost => Lost,
-                                                      names => Names,
-                                                      depth => maps:get(depth, FOpts),
-                                                      line_length => maps:get(line_length, FOpts)}) of
+    Opts = maps:merge(maps:with([depth, line_length, records, short_refs], FOpts),
+                      Latency#{title => Title, note => Note, lost => Lost, names => Names}),
+    case tracekit_report:write(Events, File, Opts) of
         {ok, _} ->
             [{File, "HTML report"}];
         {error, Why} ->

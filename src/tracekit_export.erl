@@ -8,14 +8,15 @@
 %% 3> trace:process(S, whereis(my_server), true, [call, send, 'receive', running, timestamp]).
 %% 4> trace:function(S, {my_server, '_', '_'}, [{'_', [], [{return_trace}]}], [local]).
 %%    ...
-%% 5> tracekit_export:chrome(R, "/tmp/my_server.json").
+%% 5> tracekit_export:chrome(R, "/tmp/my_server.trace.json").
 %% {ok,1834}
 %% 6> tracekit_export:folded("/var/tmp/calls", "/tmp/calls.folded").
 %% {ok,1806022}
 %% '''
 %%
-%% The output is specified to the byte in EXPORTS.md, which `tracekit-cat'
-%% follows too: the same events give the same bytes from both.
+%% The output is specified to the byte in EXPORTS.md. Name a Chrome
+%% export `*.trace.json': speedscope takes a file named `*.chrome.json'
+%% for a Chrome DevTools profile and fails to read it.
 %%
 %% A source is a list of events (the terms OTP's process tracer sends),
 %% a {@link tracekit_ring} (drained), or a trace file, a wrap set's base
@@ -53,11 +54,22 @@
 -define(SCHED_TID, 1000000).
 -define(MAX_PENDING, 65536).
 -define(FLUSH_BYTES, 65536).
+%% The texts of the atoms met during an export (the process dictionary's,
+%% for the run of an export only).
+-define(ATOM_TEXTS, {?MODULE, atom_texts}).
+%% The least heap (words) of the process during an export: an event makes
+%% many small terms, and a small heap collects them too often (a million
+%% events: about half the CPU time).
+-define(EXPORT_HEAP, 1 bsl 20).
 
 %% The process the events are about, as the exports track it.
 -record(proc, {id :: pid() | port(),
                node :: atom(),
+               np = 0 :: non_neg_integer(),
                tid :: pos_integer(),
+               %% "pid":P,"tid":T of its tracks (Chrome), made once
+               ids = <<>> :: binary(),
+               sched_ids = <<>> :: binary(),
                label :: binary(),
                announced = none :: none | binary(),
                sched = none :: none | binary(),
@@ -67,10 +79,10 @@
                last = 0 :: integer()}).
 
 %% Messages sent and not yet received: Key => [{Seq, Receiver, Id}]
-%% oldest first, with the order of the sends for forgetting the oldest.
+%% oldest first, and Seq => Key for forgetting the oldest. Only sends not
+%% received are held.
 -record(pending, {map = #{} :: #{term() => [{integer(), term(), pos_integer()}]},
-                  order = queue:new() :: queue:queue({integer(), term()}),
-                  order_len = 0 :: non_neg_integer(),
+                  order = gb_trees:empty() :: gb_trees:tree(integer(), term()),
                   count = 0 :: non_neg_integer(),
                   seq = 0 :: non_neg_integer()}).
 
@@ -92,7 +104,11 @@
              seqs = #pending{} :: #pending{},
              flow = 0 :: non_neg_integer(),
              first = true :: boolean(),
-             stacks = #{} :: #{term() => non_neg_integer()}}).
+             stacks = #{} :: #{term() => non_neg_integer()},
+             %% Chrome: the pid of each node and the tid of each process,
+             %% by how busy they are (EXPORTS.md 3.1)
+             node_ranks = #{} :: #{atom() => pos_integer()},
+             ranks = #{} :: #{pid() | port() => pos_integer()}}).
 
 %%% ---- API --------------------------------------------------------------------
 
@@ -245,13 +261,14 @@ source_kind(L) ->
 -spec time_us(integer()) -> binary().
 time_us(Ns) when Ns < 0 ->
     <<"-", (time_us(-Ns))/binary>>;
+time_us(Ns) when Ns < 10 -> <<"0.00", (integer_to_binary(Ns))/binary>>;
+time_us(Ns) when Ns < 100 -> <<"0.0", (integer_to_binary(Ns))/binary>>;
+time_us(Ns) when Ns < 1000 -> <<"0.", (integer_to_binary(Ns))/binary>>;
 time_us(Ns) ->
-    iolist_to_binary([integer_to_binary(Ns div 1000), $.,
-                      pad3(Ns rem 1000)]).
-
-pad3(N) when N < 10 -> [$0, $0, integer_to_binary(N)];
-pad3(N) when N < 100 -> [$0, integer_to_binary(N)];
-pad3(N) -> integer_to_binary(N).
+    B = integer_to_binary(Ns),
+    Int = byte_size(B) - 3,
+    <<I:Int/binary, F:3/binary>> = B,
+    <<I/binary, $., F/binary>>.
 
 %%% ---- running an export --------------------------------------------------------
 
@@ -273,10 +290,32 @@ run(Mode, Source, Dest, Opts) when is_map(Opts) ->
 run(_Mode, _Source, _Dest, Opts) ->
     {error, {bad_option, Opts}}.
 
+run1(chrome, Source0, Dest, Opts) ->
+    %% Two passes: the first ranks the processes. A ring is drained once.
+    Source = case is_reference(Source0) of
+                 true ->
+                     try tracekit_ring:drain(Source0)
+                     catch error:_ -> {bad, Source0}
+                     end;
+                 false -> Source0
+             end,
+    case Source =/= {bad, Source0} andalso ranks(Source) of
+        {ok, NodeRanks, Ranks} ->
+            run2(Source, Dest, Opts, #st{mode = chrome, node_ranks = NodeRanks, ranks = Ranks});
+        {error, Why} ->
+            {error, Why};
+        false ->
+            {error, {bad_source, Source0}}
+    end;
 run1(Mode, Source, Dest, Opts) ->
+    run2(Source, Dest, Opts, #st{mode = Mode}).
+
+run2(Source, Dest, Opts, St00) ->
     case open_dest(Dest) of
         {ok, Out, Close} ->
-            St0 = #st{mode = Mode, out = Out, names = maps:get(names, Opts, #{})},
+            St0 = St00#st{out = Out, names = maps:get(names, Opts, #{})},
+            _ = put(?ATOM_TEXTS, #{}),
+            Heap = process_flag(min_heap_size, ?EXPORT_HEAP),
             try
                 St1 = start(St0),
                 Fun = fun(E, St) -> event(E, St) end,
@@ -292,6 +331,8 @@ run1(Mode, Source, Dest, Opts) ->
             catch
                 throw:{tracekit_export, Why} -> {error, Why}
             after
+                _ = erase(?ATOM_TEXTS),
+                _ = process_flag(min_heap_size, Heap),
                 Close()
             end;
         {error, _} = Error ->
@@ -348,7 +389,8 @@ flush(#st{buf = Buf, out = Out} = St, _Last) ->
     end.
 
 write_out({raw, Fd}, Data) ->
-    file:write(Fd, Data);
+    %% One binary: a write of thousands of small pieces costs more.
+    file:write(Fd, iolist_to_binary(Data));
 write_out({io, Dev}, Data) ->
     try io:put_chars(Dev, iolist_to_binary(Data))
     catch error:Why -> {error, Why}
@@ -447,13 +489,9 @@ parse(E) when (element(1, E) =:= trace orelse element(1, E) =:= trace_ts),
     L0 = tl(tuple_to_list(E)),
     L = case element(1, E) of trace_ts -> lists:droplast(L0); trace -> L0 end,
     case L of
-        [Tracee, Tag | Terms] when is_atom(Tag), Terms =/= [] ->
-            Proc = case is_pid(Tracee) orelse is_port(Tracee) of
-                       true -> Tracee;
-                       false -> none
-                   end,
+        [_Tracee, Tag | Terms] when is_atom(Tag), Terms =/= [] ->
             {Fields, Rest, Tag1} = trace_fields(Tag, Terms),
-            {trace, Proc, Tag1, Fields, Rest};
+            {trace, proc_of(E), Tag1, Fields, Rest};
         _ ->
             other
     end;
@@ -464,13 +502,12 @@ parse({seq_trace, Label, Info, _Ts}) ->
 parse(_) ->
     other.
 
-seq_parse(Label, {Tag, {Last, Serial}, From, To, Msg})
+seq_parse(Label, {Tag, {Last, Serial}, From, To, Msg} = Info)
   when (Tag =:= send orelse Tag =:= 'receive' orelse Tag =:= print),
        is_integer(Last), is_integer(Serial) ->
-    Owner = case Tag of 'receive' -> To; _ -> From end,
-    Proc = case is_pid(Owner) orelse is_port(Owner) of true -> Owner; false -> none end,
-    {seq_trace, Proc, Tag, [{label, {term, Label}}, {serial, {serial, Last, Serial}},
-                            {from, {term, From}}, {to, {term, To}}, {msg, {term, Msg}}], []};
+    {seq_trace, seq_proc(Info), Tag,
+     [{label, {term, Label}}, {serial, {serial, Last, Serial}}, {from, {term, From}},
+      {to, {term, To}}, {msg, {term, Msg}}], []};
 seq_parse(Label, Info) ->
     Tag = case Info of
               _ when is_tuple(Info), tuple_size(Info) > 0, is_atom(element(1, Info)) ->
@@ -479,13 +516,63 @@ seq_parse(Label, Info) ->
           end,
     {seq_trace, none, Tag, [{label, {term, Label}}, {info, {term, Info}}], []}.
 
+%% The process of an event (EXPORTS.md 1.4), or none: the tracee of a
+%% trace event that parse/1 takes for one (a tag and a term at least).
+proc_of(E) when element(1, E) =:= trace, tuple_size(E) >= 4, is_atom(element(3, E)) ->
+    pid_or_none(element(2, E));
+proc_of(E) when element(1, E) =:= trace_ts, tuple_size(E) >= 5, is_atom(element(3, E)) ->
+    pid_or_none(element(2, E));
+proc_of({seq_trace, _, Info}) -> seq_proc(Info);
+proc_of({seq_trace, _, Info, _}) -> seq_proc(Info);
+proc_of(_) -> none.
+
+seq_proc({Tag, {Last, Serial}, From, To, _})
+  when (Tag =:= send orelse Tag =:= 'receive' orelse Tag =:= print),
+       is_integer(Last), is_integer(Serial) ->
+    pid_or_none(case Tag of 'receive' -> To; _ -> From end);
+seq_proc(_) ->
+    none.
+
+pid_or_none(P) when is_pid(P); is_port(P) -> P;
+pid_or_none(_) -> none.
+
+%% Chrome: the nodes by how many events their processes have, most
+%% first, and each node's processes so (ties: the one seen first first):
+%% their pids and tids (EXPORTS.md 3.1), from a first pass over the source.
+ranks(Source) ->
+    Count = fun(E, {N, M}) ->
+                    case proc_of(E) of
+                        none -> {N + 1, M};
+                        P -> {N + 1, maps:update_with(P, fun({C, F}) -> {C + 1, F} end,
+                                                      {1, N}, M)}
+                    end
+            end,
+    case fold_source(Count, {0, #{}}, Source) of
+        {ok, {_, M}} -> rank(M);
+        {error, {bad_source, _} = Why, _} -> {error, Why};
+        {error, _, {_, M}} -> rank(M)   % the export meets the error again
+    end.
+
+rank(Counts) ->
+    Nodes = maps:fold(fun(P, {C, F}, Acc) ->
+                              maps:update_with(node(P), fun({C0, F0}) -> {C0 + C, min(F0, F)} end,
+                                               {C, F}, Acc)
+                      end, #{}, Counts),
+    Order = [N || {_, _, N} <- lists:sort([{-C, F, N} || N := {C, F} <- Nodes])],
+    NodeRanks = maps:from_list(lists:zip(Order, lists:seq(1, length(Order)))),
+    ByNode = lists:sort([{maps:get(node(P), NodeRanks), -C, F, P} || P := {C, F} <- Counts]),
+    {_, Ranks} = lists:foldl(fun({NR, _, _, P}, {{NR, T}, Acc}) -> {{NR, T + 1}, Acc#{P => T + 1}};
+                                ({NR, _, _, P}, {_, Acc}) -> {{NR, 1}, Acc#{P => 1}}
+                             end, {none, #{}}, ByNode),
+    {ok, NodeRanks, Ranks}.
+
 %% EXPORTS.md 2.2.
 trace_fields(Tag, [Msg, To | Rest]) when Tag =:= send; Tag =:= send_to_non_existing_process ->
     {[{msg, {term, Msg}}, {to, {term, To}}], Rest, Tag};
 trace_fields('receive', [Msg | Rest]) ->
     {[{msg, {term, Msg}}], Rest, 'receive'};
 trace_fields(call, [{M, F, Args} | Rest]) when is_atom(M), is_atom(F) ->
-    {[{mfa, {mfa, M, F, args_arity(Args)}}, {args, {term, Args}}], Rest, call};
+    {[{mfa, {mfa, M, F, args_arity(Args)}}, {args, {args, Args}}], Rest, call};
 trace_fields(return_from, [{M, F, A}, Val | Rest]) when is_atom(M), is_atom(F) ->
     {[{mfa, {mfa, M, F, arity(A)}}, {value, {term, Val}}], Rest, return_from};
 trace_fields(exception_from, [{M, F, A}, Exc | Rest]) when is_atom(M), is_atom(F) ->
@@ -495,10 +582,10 @@ trace_fields(return_to, [{M, F, A} | Rest]) when is_atom(M), is_atom(F) ->
 trace_fields(return_to, [undefined | Rest]) ->
     {[{mfa, {text, <<"undefined">>}}], Rest, return_to};
 trace_fields(spawn, [Child, {M, F, Args} | Rest]) when is_atom(M), is_atom(F) ->
-    {[{child, {term, Child}}, {mfa, {mfa, M, F, args_arity(Args)}}, {args, {term, Args}}],
+    {[{child, {term, Child}}, {mfa, {mfa, M, F, args_arity(Args)}}, {args, {args, Args}}],
      Rest, spawn};
 trace_fields(spawned, [Parent, {M, F, Args} | Rest]) when is_atom(M), is_atom(F) ->
-    {[{parent, {term, Parent}}, {mfa, {mfa, M, F, args_arity(Args)}}, {args, {term, Args}}],
+    {[{parent, {term, Parent}}, {mfa, {mfa, M, F, args_arity(Args)}}, {args, {args, Args}}],
      Rest, spawned};
 trace_fields(exit, [Reason | Rest]) ->
     {[{reason, {term, Reason}}], Rest, exit};
@@ -597,8 +684,13 @@ proc(Id, Node, #st{procs = Procs} = St) ->
         #{Id := P} ->
             {P, St};
         _ ->
-            Tid = maps:get(Node, St#st.ntids, 0) + 1,
-            P = #proc{id = Id, node = Node, tid = Tid, label = label(Id, St)},
+            Tid = case St#st.ranks of
+                      #{Id := T} -> T;
+                      _ -> maps:get(Node, St#st.ntids, 0) + 1
+                  end,
+            NP = maps:get(Node, St#st.node_ranks, 0),
+            P = #proc{id = Id, node = Node, np = NP, tid = Tid, label = label(Id, St),
+                      ids = ids(NP, Tid), sched_ids = ids(NP, Tid + ?SCHED_TID)},
             {P, St#st{procs = Procs#{Id => P}, ntids = (St#st.ntids)#{Node => Tid}}}
     end.
 
@@ -611,29 +703,35 @@ label(Id, #st{names = Names}) ->
             Pid
     end.
 
-node_pid(Node, #st{nodes = Nodes} = St) ->
+%% A node's metadata, the first time one of its processes is announced.
+node_meta(Node, NP, #st{nodes = Nodes} = St) ->
     case Nodes of
-        #{Node := P} -> {P, St, []};
+        #{Node := _} ->
+            St;
         _ ->
-            P = map_size(Nodes) + 1,
-            Meta = [<<"{\"ph\":\"M\",\"pid\":">>, integer_to_binary(P),
-                    <<",\"name\":\"process_name\",\"args\":{\"name\":">>,
-                    json_string(atom_to_binary(Node)), <<"}}">>],
-            {P, St#st{nodes = Nodes#{Node => P}}, [Meta]}
+            NPB = integer_to_binary(NP),
+            St1 = out_event([<<"{\"ph\":\"M\",\"pid\":">>, NPB,
+                             <<",\"name\":\"process_name\",\"args\":{\"name\":">>,
+                             json_string(atom_to_binary(Node)), <<"}}">>], St),
+            out_event([<<"{\"ph\":\"M\",\"pid\":">>, NPB,
+                       <<",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":">>,
+                       NPB, <<"}}">>], St1#st{nodes = Nodes#{Node => NP}})
     end.
 
 %% The metadata events of EXPORTS.md 3.1.
-announce(#proc{announced = none, node = Node, tid = Tid, label = Label} = P, Ev, St0) ->
-    {NP, St1, NodeMeta} = node_pid(Node, St0),
-    St2 = lists:foldl(fun(M, S) -> out_event(M, S) end, St1, NodeMeta),
-    St3 = out_event(thread_name(NP, Tid, Label), St2),
+announce(#proc{announced = none, node = Node, np = NP, tid = Tid, label = Label} = P, Ev, St0) ->
+    St1 = node_meta(Node, NP, St0),
+    St2 = out_event(thread_name(NP, Tid, Label), St1),
+    St3 = out_event([<<"{\"ph\":\"M\",\"pid\":">>, integer_to_binary(NP), <<",\"tid\":">>,
+                     integer_to_binary(Tid),
+                     <<",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":">>,
+                     integer_to_binary(Tid), <<"}}">>], St2),
     P1 = P#proc{announced = Label},
     announce(P1, Ev, St3#st{procs = (St3#st.procs)#{P#proc.id => P1}});
-announce(#proc{sched = none, node = Node, tid = Tid, label = Label} = P, #{tag := Tag}, St)
+announce(#proc{sched = none, np = NP, tid = Tid, label = Label} = P, #{tag := Tag}, St)
   when Tag =:= in; Tag =:= out; Tag =:= in_exiting; Tag =:= out_exiting; Tag =:= out_exited;
        Tag =:= gc_minor_start; Tag =:= gc_minor_end; Tag =:= gc_major_start;
        Tag =:= gc_major_end ->
-    NP = maps:get(Node, St#st.nodes),
     St1 = out_event(thread_name(NP, Tid + ?SCHED_TID, <<Label/binary, " scheduling">>), St),
     St1#st{procs = (St1#st.procs)#{P#proc.id => P#proc{sched = Label}}};
 announce(_P, _Ev, St) ->
@@ -653,7 +751,7 @@ relabel(Mode, #proc{id = Id} = P, #{kind := trace, tag := register,
     St1 = St#st{regs = (St#st.regs)#{Name => Id}, names = (St#st.names)#{Id => Name}},
     case Mode of
         chrome when P#proc.announced =/= Label ->
-            NP = maps:get(P#proc.node, St#st.nodes),
+            NP = P#proc.np,
             St2 = out_event(thread_name(NP, P#proc.tid, Label), St1),
             {St3, Sched} = case P#proc.sched of
                                none -> {St2, none};
@@ -668,11 +766,6 @@ relabel(Mode, #proc{id = Id} = P, #{kind := trace, tag := register,
 relabel(_Mode, _P, _Ev, St) ->
     St.
 
-out_event({obj, Parts}, St) ->
-    out_event([case X of
-                   {ids, P, Offset} -> ids(P, St, Offset);
-                   _ -> X
-               end || X <- Parts], St);
 out_event(Obj, #st{first = true} = St) ->
     emit([$\n, Obj], St#st{first = false});
 out_event(Obj, St) ->
@@ -690,9 +783,9 @@ account(_P, _Time, St) ->
 
 %%% ---- calls, scheduling, messages (Chrome and folded) ---------------------------
 
-apply_event(Mode, P, #{kind := trace, tag := call, fields := [{mfa, {mfa, M, F, A}}, {args, {term, Args}}]} = Ev, St) ->
+apply_event(Mode, P, #{kind := trace, tag := call, fields := [{mfa, {mfa, M, F, A}}, {args, {args, Args}}]} = Ev, St) ->
     ArgsText = case Mode of
-                   chrome -> iolist_to_binary(text(Args, P#proc.node));
+                   chrome -> iolist_to_binary(args_text(Args, P#proc.node));
                    folded -> <<>>
                end,
     St1 = chrome_out(Mode, fun() -> slice(<<"B">>, P, Ev, <<"call">>, mfa_text(M, F, A), none)
@@ -721,7 +814,16 @@ apply_event(Mode, P, #{kind := trace, tag := exit} = Ev, St) ->
     {P#proc{stack = []}, ends(Mode, P, Ev, P#proc.stack, St1)};
 apply_event(folded, P, _Ev, St) ->
     {P, St};
-apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{mfa, V}]} = Ev, St)
+apply_event(chrome, P, #{tag := Tag} = Ev, St)
+  when Tag =:= in; Tag =:= in_exiting; Tag =:= out; Tag =:= out_exiting; Tag =:= out_exited;
+       Tag =:= gc_minor_start; Tag =:= gc_major_start; Tag =:= gc_minor_end;
+       Tag =:= gc_major_end ->
+    sched_event(P, Ev, St);
+apply_event(chrome, P, Ev, St) ->
+    msg_event(P, Ev, St).
+
+%% Chrome: scheduling and garbage collection, on the scheduling track.
+sched_event(P, #{kind := trace, tag := Tag, fields := [{mfa, V}]} = Ev, St)
   when Tag =:= in; Tag =:= in_exiting ->
     case P#proc.running of
         none ->
@@ -731,7 +833,7 @@ apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{mfa, V}]} = Ev, 
         _ ->
             {P, St}
     end;
-apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{mfa, V}]} = Ev, St)
+sched_event(P, #{kind := trace, tag := Tag, fields := [{mfa, V}]} = Ev, St)
   when Tag =:= out; Tag =:= out_exiting; Tag =:= out_exited ->
     case P#proc.running of
         none ->
@@ -742,7 +844,7 @@ apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{mfa, V}]} = Ev, 
              out_event(sched_slice(<<"E">>, P, Ev, <<"sched">>, <<"running">>,
                                    [{<<"in">>, In}, {<<"out">>, MFA}]), St)}
     end;
-apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{info, {term, I}}]} = Ev, St)
+sched_event(P, #{kind := trace, tag := Tag, fields := [{info, {term, I}}]} = Ev, St)
   when Tag =:= gc_minor_start; Tag =:= gc_major_start; Tag =:= gc_minor_end; Tag =:= gc_major_end ->
     {Name, Phase} = case Tag of
                         gc_minor_start -> {<<"gc_minor">>, start};
@@ -762,7 +864,11 @@ apply_event(chrome, P, #{kind := trace, tag := Tag, fields := [{info, {term, I}}
         _ ->
             {P, St}
     end;
-apply_event(chrome, P, #{kind := trace, tag := send, fields := [{msg, {term, Msg}}, {to, {term, To}}]} = Ev, St) ->
+sched_event(P, Ev, St) ->
+    {P, out_event(instant(P, Ev), St)}.
+
+%% Chrome: messages and the instants of the other events, on the main track.
+msg_event(P, #{kind := trace, tag := send, fields := [{msg, {term, Msg}}, {to, {term, To}}]} = Ev, St) ->
     Node = P#proc.node,
     St1 = out_event(slice(<<"X">>, P, Ev, <<"msg">>, <<"send">>,
                           [{<<"msg">>, text(Msg, Node)}, {<<"to">>, text(To, Node)}]), St),
@@ -770,12 +876,12 @@ apply_event(chrome, P, #{kind := trace, tag := send, fields := [{msg, {term, Msg
     Receiver = receiver(To, St1),
     St2 = St1#st{flow = Id, msgs = pend(Msg, Receiver, Id, St1#st.msgs)},
     {P, out_event(flow(<<"s">>, P, Ev, <<"msg">>, <<"message">>, Id), St2)};
-apply_event(chrome, P, #{kind := trace, tag := send_to_non_existing_process,
+msg_event(P, #{kind := trace, tag := send_to_non_existing_process,
                          fields := [{msg, {term, Msg}}, {to, {term, To}}]} = Ev, St) ->
     Node = P#proc.node,
     {P, out_event(slice(<<"X">>, P, Ev, <<"msg">>, <<"send (no such process)">>,
                         [{<<"msg">>, text(Msg, Node)}, {<<"to">>, text(To, Node)}]), St)};
-apply_event(chrome, P, #{kind := trace, tag := 'receive', fields := [{msg, {term, Msg}}]} = Ev, St) ->
+msg_event(P, #{kind := trace, tag := 'receive', fields := [{msg, {term, Msg}}]} = Ev, St) ->
     St1 = out_event(slice(<<"X">>, P, Ev, <<"msg">>, <<"receive">>,
                           [{<<"msg">>, text(Msg, P#proc.node)}]), St),
     case unpend(Msg, P#proc.id, St1#st.msgs) of
@@ -783,7 +889,7 @@ apply_event(chrome, P, #{kind := trace, tag := 'receive', fields := [{msg, {term
         {Id, Msgs} -> {P, out_event(flow(<<"f">>, P, Ev, <<"msg">>, <<"message">>, Id),
                                     St1#st{msgs = Msgs})}
     end;
-apply_event(chrome, P, #{kind := seq_trace, tag := Tag,
+msg_event(P, #{kind := seq_trace, tag := Tag,
                          fields := [{label, {term, L}}, {serial, {serial, Last, Ser}},
                                     {from, {term, From}}, {to, {term, To}}, {msg, {term, Msg}}]} = Ev,
             St) ->
@@ -810,7 +916,7 @@ apply_event(chrome, P, #{kind := seq_trace, tag := Tag,
         print ->
             {P, out_event(instant_obj(P, Ev, <<"seq print">>, Common), St)}
     end;
-apply_event(chrome, P, Ev, St) ->
+msg_event(P, Ev, St) ->
     {P, out_event(instant(P, Ev), St)}.
 
 chrome_out(chrome, Fun, St) -> out_event(Fun(), St);
@@ -848,6 +954,7 @@ field_text({mfa, M, F, A}, _Node) -> mfa_text(M, F, A);
 field_text({termtext, T}, Node) -> iolist_to_binary(text(T, Node));
 field_text({text, B}, _Node) -> B;
 field_text({term, T}, Node) -> iolist_to_binary(text(T, Node));
+field_text({args, A}, Node) -> iolist_to_binary(args_text(A, Node));
 field_text({serial, L, S}, _Node) ->
     iolist_to_binary(["[", integer_to_binary(L), ",", integer_to_binary(S), "]"]).
 
@@ -872,62 +979,39 @@ pend(Key, Receiver, Id, #pending{count = C, seq = S} = Pd0) ->
              false -> Pd0
          end,
     Entry = {S, Receiver, Id},
-    Q1 = queue:in({S, Key}, Pd#pending.order),
-    Pd1 = Pd#pending{map = maps:update_with(Key, fun(L) -> L ++ [Entry] end, [Entry],
-                                            Pd#pending.map),
-                     order = Q1, order_len = Pd#pending.order_len + 1,
-                     count = Pd#pending.count + 1, seq = S + 1},
-    compact(Pd1).
+    Pd#pending{map = maps:update_with(Key, fun(L) -> L ++ [Entry] end, [Entry], Pd#pending.map),
+               order = gb_trees:insert(S, Key, Pd#pending.order),
+               count = Pd#pending.count + 1, seq = S + 1}.
 
-forget_oldest(#pending{map = Map, order = Q0, order_len = Len} = Pd0) ->
-    {{value, {S, Key}}, Q1} = queue:out(Q0),
-    Pd = Pd0#pending{order_len = Len - 1},
-    case Map of
-        #{Key := L} ->
-            case lists:keytake(S, 1, L) of
-                {value, _, []} ->
-                    Pd#pending{map = maps:remove(Key, Map), order = Q1, count = Pd#pending.count - 1};
-                {value, _, L1} ->
-                    Pd#pending{map = Map#{Key := L1}, order = Q1, count = Pd#pending.count - 1};
-                false ->
-                    forget_oldest(Pd#pending{order = Q1})
-            end;
-        _ ->
-            forget_oldest(Pd#pending{order = Q1})
-    end.
+forget_oldest(#pending{map = Map, order = Order} = Pd) ->
+    {S, Key, Order1} = gb_trees:take_smallest(Order),
+    Map1 = case lists:keydelete(S, 1, maps:get(Key, Map)) of
+               [] -> maps:remove(Key, Map);
+               L -> Map#{Key := L}
+           end,
+    Pd#pending{map = Map1, order = Order1, count = Pd#pending.count - 1}.
 
-%% The order queue keeps entries of sends received since; rebuilt when it
-%% holds more than twice the pending ones.
-compact(#pending{order = Q, order_len = Len, map = Map} = Pd) ->
-    case Len > 2 * ?MAX_PENDING of
-        true ->
-            Live = fun({S, K}) ->
-                           case Map of
-                               #{K := L} -> lists:keymember(S, 1, L);
-                               _ -> false
-                           end
-                   end,
-            Q1 = queue:filter(Live, Q),
-            Pd#pending{order = Q1, order_len = queue:len(Q1)};
-        false ->
-            Pd
-    end.
-
-unpend(Key, Receiver, #pending{map = Map} = Pd) ->
+unpend(Key, Receiver, #pending{map = Map, order = Order} = Pd) ->
     case Map of
         #{Key := L} ->
             case take_first(L, Receiver, []) of
-                none -> none;
-                {Id, []} -> {Id, Pd#pending{map = maps:remove(Key, Map), count = Pd#pending.count - 1}};
-                {Id, L1} -> {Id, Pd#pending{map = Map#{Key := L1}, count = Pd#pending.count - 1}}
+                none ->
+                    none;
+                {S, Id, L1} ->
+                    Map1 = case L1 of
+                               [] -> maps:remove(Key, Map);
+                               _ -> Map#{Key := L1}
+                           end,
+                    {Id, Pd#pending{map = Map1, order = gb_trees:delete(S, Order),
+                                    count = Pd#pending.count - 1}}
             end;
         _ ->
             none
     end.
 
 take_first([], _R, _Acc) -> none;
-take_first([{_, To, Id} | T], R, Acc) when To =:= R; To =:= any ->
-    {Id, lists:reverse(Acc, T)};
+take_first([{S, To, Id} | T], R, Acc) when To =:= R; To =:= any ->
+    {S, Id, lists:reverse(Acc, T)};
 take_first([E | T], R, Acc) ->
     take_first(T, R, [E | Acc]).
 
@@ -955,30 +1039,27 @@ close_proc(#proc{last = T} = P, St) ->
 
 %%% ---- Chrome objects -------------------------------------------------------------
 
-ids(#proc{node = Node, tid = Tid}, St, Offset) ->
-    NP = case St of
-             #st{nodes = #{Node := N}} -> N;
-             _ -> 0
-         end,
-    [<<"\"pid\":">>, integer_to_binary(NP), <<",\"tid\":">>, integer_to_binary(Tid + Offset)].
+ids(NP, Tid) ->
+    iolist_to_binary([<<"\"pid\":">>, integer_to_binary(NP), <<",\"tid\":">>,
+                      integer_to_binary(Tid)]).
 
 slice(Ph, P, #{time := T}, Cat, Name, Args) ->
-    {obj, [<<"{\"ph\":\"">>, Ph, <<"\",">>, {ids, P, 0}, <<",\"ts\":">>, time_us(T),
+    [<<"{\"ph\":\"">>, Ph, <<"\",">>, P#proc.ids, <<",\"ts\":">>, time_us(T),
            case Ph of <<"X">> -> <<",\"dur\":0.000">>; _ -> <<>> end,
            <<",\"cat\":\"">>, Cat, <<"\",\"name\":">>, json_string(Name),
-           opt_args(Args), <<"}">>]}.
+           opt_args(Args), <<"}">>].
 
 sched_slice(Ph, P, #{time := T}, Cat, Name, Args) ->
-    {obj, [<<"{\"ph\":\"">>, Ph, <<"\",">>, {ids, P, ?SCHED_TID}, <<",\"ts\":">>, time_us(T),
+    [<<"{\"ph\":\"">>, Ph, <<"\",">>, P#proc.sched_ids, <<",\"ts\":">>, time_us(T),
            <<",\"cat\":\"">>, Cat, <<"\",\"name\":\"">>, Name,
-           <<"\"">>, opt_args(Args), <<"}">>]}.
+           <<"\"">>, opt_args(Args), <<"}">>].
 
 flow(Ph, P, #{time := T}, Cat, Name, Id) ->
-    {obj, [<<"{\"ph\":\"">>, Ph, <<"\",">>,
+    [<<"{\"ph\":\"">>, Ph, <<"\",">>,
            case Ph of <<"f">> -> <<"\"bp\":\"e\",">>; _ -> <<>> end,
-           {ids, P, 0}, <<",\"ts\":">>, time_us(T),
+           P#proc.ids, <<",\"ts\":">>, time_us(T),
            <<",\"cat\":\"">>, Cat, <<"\",\"name\":\"">>, Name, <<"\",\"id\":">>,
-           integer_to_binary(Id), <<"}">>]}.
+           integer_to_binary(Id), <<"}">>].
 
 instant(P, #{tag := Tag0, fields := Fields, rest := Rest} = Ev) ->
     Tag = case Tag0 of {other, T} -> T; T -> T end,
@@ -991,9 +1072,9 @@ instant(P, #{tag := Tag0, fields := Fields, rest := Rest} = Ev) ->
     instant_obj(P, Ev, atom_to_binary(Tag), Args ++ RestArg).
 
 instant_obj(P, #{time := T}, Name, Args) ->
-    {obj, [<<"{\"ph\":\"i\",\"s\":\"t\",">>, {ids, P, 0}, <<",\"ts\":">>, time_us(T),
+    [<<"{\"ph\":\"i\",\"s\":\"t\",">>, P#proc.ids, <<",\"ts\":">>, time_us(T),
            <<",\"cat\":\"proc\",\"name\":">>, json_string(Name),
-           <<",\"args\":">>, args(Args), <<"}">>]}.
+           <<",\"args\":">>, args(Args), <<"}">>].
 
 opt_args(none) -> [];
 opt_args(Args) -> [<<",\"args\":">>, args(Args)].
@@ -1008,6 +1089,7 @@ args(Args) ->
 %%% ---- JSON --------------------------------------------------------------------
 
 jsonl_value({term, T}, Home) -> term_field(T, Home);
+jsonl_value({args, A}, Home) -> [<<"{\"erl\":">>, json_string(args_text(A, Home)), $}];
 jsonl_value({serial, L, S}, _Home) ->
     [$[, integer_to_binary(L), $,, integer_to_binary(S), $]];
 jsonl_value(V, Home) -> json_string(field_text(V, Home)).
@@ -1036,7 +1118,21 @@ clean_json(_) -> none.
 
 json_string(Text) ->
     Bin = iolist_to_binary(Text),
-    [$", json_escape(Bin, Bin, 0, 0, []), $"].
+    case binary:match(Bin, json_specials()) of
+        nomatch -> [$", Bin, $"];
+        _ -> [$", json_escape(Bin, Bin, 0, 0, []), $"]
+    end.
+
+%% The bytes a JSON string escapes, as a compiled pattern (made once).
+json_specials() ->
+    case persistent_term:get({?MODULE, json_specials}, none) of
+        none ->
+            P = binary:compile_pattern([<<C>> || C <- lists:seq(0, 31) ++ [$", $\\, 127]]),
+            persistent_term:put({?MODULE, json_specials}, P),
+            P;
+        P ->
+            P
+    end.
 
 %% Runs of bytes that need no escape are copied as sub-binaries.
 json_escape(<<>>, Orig, Start, Len, Acc) ->
@@ -1123,6 +1219,11 @@ skip_atom(<<115, L, A:L/binary, R/binary>>) -> {A, R}.
 ext_int(<<97, I, R/binary>>) -> {I, R};
 ext_int(<<98, I:32/signed, R/binary>>) -> {I, R}.
 
+%% A call's arguments: a list of terms, each its own text (never a
+%% string: the arguments [8] are not "\b").
+args_text([_ | _] = Args, Node) -> [$[, list_text(Args, Node), $]];
+args_text(Args, Node) -> text(Args, Node).
+
 list_text([H | T], Node) when is_list(T) ->
     case T of
         [] -> text(H, Node);
@@ -1183,32 +1284,68 @@ char_esc(C, _) when C < 128 -> C;
 char_esc(C, _) -> unicode:characters_to_binary([C]).
 
 atom_text(A) ->
+    case get(?ATOM_TEXTS) of
+        #{A := Text} ->
+            Text;
+        undefined ->
+            atom_text1(A);
+        Texts ->
+            Text = iolist_to_binary(atom_text1(A)),
+            _ = put(?ATOM_TEXTS, Texts#{A => Text}),
+            Text
+    end.
+
+atom_text1(A) ->
     Name = atom_to_binary(A),
-    Chars = unicode:characters_to_list(Name),
-    case unquoted(Chars) andalso not reserved(A) of
+    case unquoted(Name) andalso not reserved(A) of
         true -> Name;
-        false -> [$', [char_esc(C, $') || C <- Chars], $']
+        false -> [$', [char_esc(C, $') || C <- unicode:characters_to_list(Name)], $']
     end.
 
 atom_name(A) -> atom_to_binary(A).
 
-unquoted([C | Rest]) when (C >= $a andalso C =< $z) orelse (C >= 16#DF andalso C =< 16#FF
-                                                            andalso C =/= 16#F7) ->
-    lists:all(fun name_char/1, Rest);
-unquoted(_) ->
-    false.
+unquoted(<<C, Rest/binary>>) when C >= $a, C =< $z -> name_chars(Rest);
+unquoted(<<C/utf8, Rest/binary>>) when C >= 16#DF, C =< 16#FF, C =/= 16#F7 -> name_chars(Rest);
+unquoted(_) -> false.
 
-name_char(C) when C >= $a, C =< $z; C >= $A, C =< $Z; C >= $0, C =< $9 -> true;
-name_char($_) -> true;
-name_char($@) -> true;
-name_char(C) when C >= 16#C0, C =< 16#FF, C =/= 16#D7, C =/= 16#F7 -> true;
-name_char(_) -> false.
+name_chars(<<>>) -> true;
+name_chars(<<C, Rest/binary>>) when C >= $a, C =< $z; C >= $A, C =< $Z; C >= $0, C =< $9;
+                                    C =:= $_; C =:= $@ ->
+    name_chars(Rest);
+name_chars(<<C/utf8, Rest/binary>>) when C >= 16#C0, C =< 16#FF, C =/= 16#D7, C =/= 16#F7 ->
+    name_chars(Rest);
+name_chars(_) -> false.
 
-reserved(A) ->
-    lists:member(A, ['after', 'and', 'andalso', 'band', 'begin', 'bnot', 'bor', 'bsl', 'bsr',
-                     'bxor', 'case', 'catch', 'cond', 'div', 'else', 'end', 'fun', 'if', 'let',
-                     'maybe', 'not', 'of', 'or', 'orelse', 'receive', 'rem', 'try', 'when',
-                     'xor']).
+reserved('after') -> true;
+reserved('and') -> true;
+reserved('andalso') -> true;
+reserved('band') -> true;
+reserved('begin') -> true;
+reserved('bnot') -> true;
+reserved('bor') -> true;
+reserved('bsl') -> true;
+reserved('bsr') -> true;
+reserved('bxor') -> true;
+reserved('case') -> true;
+reserved('catch') -> true;
+reserved('cond') -> true;
+reserved('div') -> true;
+reserved('else') -> true;
+reserved('end') -> true;
+reserved('fun') -> true;
+reserved('if') -> true;
+reserved('let') -> true;
+reserved('maybe') -> true;
+reserved('not') -> true;
+reserved('of') -> true;
+reserved('or') -> true;
+reserved('orelse') -> true;
+reserved('receive') -> true;
+reserved('rem') -> true;
+reserved('try') -> true;
+reserved('when') -> true;
+reserved('xor') -> true;
+reserved(_) -> false.
 
 %% EXPORTS.md 1.2: float_to_list(F, [short]) is that rule.
 float_text(F) ->

@@ -199,14 +199,30 @@ merge(Fun, Acc, Heads, Skip, Skipped) ->
         true ->
             {Acc, Skipped};
         false ->
-            {{_, _, #r{pending = [{_, _, E} | Rest]} = R}, Heads1} = gb_sets:take_smallest(Heads),
-            Acc1 = Fun(E, Acc),
+            {{_, I, #r{pending = Pending} = R}, Heads1} = gb_sets:take_smallest(Heads),
+            %% The reader's events before the next reader's head go out
+            %% without going through the heads.
+            Limit = case gb_sets:is_empty(Heads1) of
+                        true -> none;
+                        false -> {T2, I2, _} = gb_sets:smallest(Heads1), {T2, I2}
+                    end,
+            {Acc1, Rest} = run(Fun, Acc, Pending, I, Limit),
             {R1, Skipped1} = case Rest of
                                  [] -> refill(R#r{pending = []}, Skip, Skipped, Acc1);
                                  _ -> {R#r{pending = Rest}, Skipped}
                              end,
             merge(Fun, Acc1, push(R1, Heads1), Skip, Skipped1)
     end.
+
+%% Fun over the events of one reader (index I) that come before Limit
+%% ({Time, Index} of the next reader's head, or none); at least one.
+run(Fun, Acc, [{_, _, E} | Rest], I, Limit) ->
+    run1(Fun, Fun(E, Acc), Rest, I, Limit).
+
+run1(Fun, Acc, [{T, _, E} | Rest], I, Limit) when Limit =:= none; {T, I} < Limit ->
+    run1(Fun, Fun(E, Acc), Rest, I, Limit);
+run1(_Fun, Acc, Rest, _I, _Limit) ->
+    {Acc, Rest}.
 
 %% Reads chunks until the reader has events in hand, or none are left. Acc
 %% is what the fold has so far (for an error).

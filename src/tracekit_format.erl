@@ -15,8 +15,8 @@
 %% every line to a number of characters. Bad options raise `badarg'.
 %%
 %% The default options give the plain text that `tracekit_file:format'
-%% and `tracekit-cat' print. Options turn on what reads better in a
-%% shell (tracekit and tracekit_cth turn them on):
+%% prints. Options turn on what reads better in a shell (tracekit,
+%% tracekit_cth and the report it writes turn them on):
 %% <dl>
 %% <dt>`records'</dt><dd>record definitions ({@link tracekit_records}):
 %%   tuples that are such records print as `#state{count = 3,name = x}'.</dd>
@@ -40,10 +40,11 @@
 %% </dl>
 -module(tracekit_format).
 
--export([event/2, events/2, term/2, pid/2, names/1, time/1, summary/1, default_opts/0,
-         message_label/2, tag_refs/2, new_ref_table/0, ref_tags/1, reason/1]).
+-export([event/2, events/2, stream/1, next/2, stream_set/2, stream_opts/1, term/2, pid/2,
+         names/1, time/1, summary/1, default_opts/0, message_label/2, message_label/3,
+         tag_refs/2, new_ref_table/0, ref_tags/1, reason/1]).
 
--export_type([opts/0, ref_table/0]).
+-export_type([opts/0, ref_table/0, stream/0]).
 
 %% `depth': how deep terms are printed (default 20); `line_length': the
 %% most characters of a line (default 240); `names': registered names of
@@ -60,6 +61,9 @@
 %% The tags given to references so far: the table `refs' takes, and the
 %% tags in use.
 -opaque ref_table() :: {#{reference() => string()}, #{string() => []}}.
+%% Lines of events one after the other (stream/1, next/2): the options,
+%% and with `short_refs' the reference tags so far.
+-opaque stream() :: {opts(), ref_table() | none}.
 
 -define(ELLIPSIS, "...").
 %% What the ring puts where it cut a term.
@@ -98,27 +102,63 @@ events(Events, Opts0) when is_list(Events) ->
                  #{merge_seq := true} -> pair_seq(Events);
                  _ -> #{}
              end,
-    Short = maps:get(short_refs, Opts, false),
     {Lines, _} =
         lists:mapfoldl(
-          fun({I, E}, Table) ->
+          fun({I, E}, Stream) ->
                   case Merged of
                       #{I := drop} ->
-                          {drop, Table};
+                          {drop, Stream};
                       _ ->
-                          {O, Table1} = case Short of
-                                            true ->
-                                                T1 = tag_refs(E, Table),
-                                                {Opts#{refs => ref_tags(T1)}, T1};
-                                            false ->
-                                                {Opts, Table}
-                                        end,
-                          {{E, line(E, O, suffix(maps:get(I, Merged, none), O))}, Table1}
+                          {Line, Stream1} = next(E, maps:get(I, Merged, none), Stream),
+                          {{E, Line}, Stream1}
                   end
-          end, new_ref_table(), lists:enumerate(Events)),
+          end, stream1(Opts), lists:enumerate(Events)),
     [L || L <- Lines, L =/= drop];
 events(Events, Opts) ->
     erlang:error(badarg, [Events, Opts]).
+
+%% @doc A stream of lines: {@link next/2} gives each event's line as
+%% {@link events/2} gives it (without `merge_seq'), one event at a time,
+%% in bounded memory; with `short_refs' the references are tagged along
+%% the stream.
+-spec stream(opts()) -> stream().
+stream(Opts0) ->
+    stream1(opts(Opts0, [Opts0])).
+
+stream1(Opts) ->
+    {Opts, case maps:get(short_refs, Opts, false) of
+               true -> new_ref_table();
+               false -> none
+           end}.
+
+%% @doc The line of the next event of a stream (without a newline).
+-spec next(term(), stream()) -> {unicode:chardata(), stream()}.
+next(Event, {_, _} = Stream) ->
+    next(Event, none, Stream);
+next(Event, Stream) ->
+    erlang:error(badarg, [Event, Stream]).
+
+next(E, Merged, {Opts, none} = Stream) ->
+    {line(E, Opts, suffix(Merged, Opts)), Stream};
+next(E, Merged, {Opts, Table}) ->
+    Table1 = tag_refs(E, Table),
+    O = Opts#{refs => ref_tags(Table1)},
+    {line(E, O, suffix(Merged, O)), {Opts, Table1}}.
+
+%% @doc A stream with some of its options changed (`names' learnt along
+%% the way, say), its reference tags kept.
+-spec stream_set(opts(), stream()) -> stream().
+stream_set(Opts, {Opts0, Table}) when is_map(Opts) ->
+    {opts(maps:merge(Opts0, Opts), [Opts, {Opts0, Table}]), Table};
+stream_set(Opts, Stream) ->
+    erlang:error(badarg, [Opts, Stream]).
+
+%% @doc The options a stream prints with now: for {@link term/2} and
+%% {@link pid/2} of terms of its events (references with their tags so
+%% far).
+-spec stream_opts(stream()) -> opts().
+stream_opts({Opts, none}) -> Opts;
+stream_opts({Opts, Table}) -> Opts#{refs => ref_tags(Table)}.
 
 line(Event, Opts, Suffix) ->
     {Ts, Body} = split(Event),
@@ -700,21 +740,44 @@ reason({format_timeout, Ms}) ->
     io_lib:format("stopped: the format fun did not return a line within ~w ms", [Ms]);
 reason(R) -> io_lib:format("stopped: ~0tP", [R, 20]).
 
+%% @equiv message_label(Msg, Max, #{})
+-spec message_label(term(), pos_integer()) -> string().
+message_label(Msg, Max) ->
+    message_label(Msg, Max, #{}).
+
 %% @doc A message as a diagram labels it, in at most `Max' characters:
 %% gen_server requests and replies say what they are (`call {get,k}',
-%% `cast stop', `reply 42'); other messages are shown as terms.
--spec message_label(term(), pos_integer()) -> string().
-message_label(Msg, Max) when not is_integer(Max); Max < 1 ->
-    erlang:error(badarg, [Msg, Max]);
-message_label(Msg, Max) ->
-    Text = case Msg of
-               {'$gen_call', {_, _}, Req} -> ["call ", short(Req, Max)];
-               {'$gen_cast', Req} -> ["cast ", short(Req, Max)];
-               {[alias | Ref], Reply} when is_reference(Ref) -> ["reply ", short(Reply, Max)];
-               {Ref, Reply} when is_reference(Ref) -> ["reply ", short(Reply, Max)];
-               _ -> short(Msg, Max)
+%% `cast stop', `reply 42'); other messages are shown as terms. A message
+%% `{Tag, Reply}' is a reply when `Tag' is among `calls' (the tags of the
+%% calls seen: `Tag => _'); without `calls', when `Tag' is an alias
+%% (`[alias | Ref]', as gen_server replies are). The terms are printed
+%% with the other options (records, reference tags).
+-spec message_label(term(), pos_integer(), opts() | #{calls => map()}) -> string().
+message_label(Msg, Max, Opts0) when is_integer(Max), Max >= 1, is_map(Opts0) ->
+    Calls = maps:get(calls, Opts0, none),
+    Opts = case maps:remove(calls, Opts0) of
+               O when map_size(O) =:= 0 -> none;
+               O -> opts(O, [Msg, Max, Opts0])
            end,
-    unicode:characters_to_list(cut(unicode:characters_to_list(Text), Max)).
+    Reply = case Msg of
+                {Tag, _} when is_map(Calls) -> is_map_key(Tag, Calls);
+                {[alias | Ref], _} when Calls =:= none -> is_reference(Ref);
+                _ -> false
+            end,
+    Text = case Msg of
+               {'$gen_call', {_, _}, Req} -> ["call ", short(Req, Max, Opts)];
+               {'$gen_cast', Req} -> ["cast ", short(Req, Max, Opts)];
+               {_, R} when Reply -> ["reply ", short(R, Max, Opts)];
+               _ -> short(Msg, Max, Opts)
+           end,
+    unicode:characters_to_list(cut(unicode:characters_to_list(Text), Max));
+message_label(Msg, Max, Opts) ->
+    erlang:error(badarg, [Msg, Max, Opts]).
+
+short(T, Max, none) ->
+    short(T, Max);
+short(T, Max, Opts) ->
+    t(T, Opts#{depth => 8 + Max div 10, line_length => Max}).
 
 short(T, Max) ->
     lists:flatten(io_lib:format("~0tP", [T, 8 + Max div 10])).

@@ -156,7 +156,7 @@ check(N, Kind) ->
                     {error, text("it answered ~0tP, not a tracekit node's hello", [Other, 5])}
             catch
                 error:{exception, undef, [{tracekit_proto, hello, _, _} | _]} ->
-                    old_or_missing(N);
+                    old_or_missing(N, Kind);
                 error:{erpc, Why} ->
                     {error, text("no answer (~0tp)", [Why])};
                 Class:Why ->
@@ -171,12 +171,15 @@ protocol(P) ->
     text("it runs tracekit of protocol ~w, this node protocol ~w: load the same "
          "tracekit on every node", [P, ?PROTOCOL]).
 
-%% A node without tracekit_proto: an older tracekit (protocol 1), or none.
-old_or_missing(N) ->
+%% A node without tracekit_proto: an older tracekit (protocol 1), or none:
+%% then tracekit is lent to it, for this trace.
+old_or_missing(N, Kind) ->
     try erpc:call(N, code, which, [tracekit_agent], ?CALL_MS) of
         non_existing ->
-            {error, "tracekit is not loaded there (its ebin is not in that node's "
-                    "code path)"};
+            case tracekit_push:push(N, self()) of
+                ok -> check(N, Kind);
+                {error, _} = E -> E
+            end;
         _ ->
             {error, protocol(1)}
     catch

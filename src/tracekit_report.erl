@@ -14,14 +14,18 @@
 %%   says how many (`lost');</li>
 %% <li>the sequence diagram of the messages, as inline SVG: a lifeline per
 %%   process, an arrow per message from the send to the receive
-%%   (gen_server calls and replies labelled `call ...' and `reply ...'),
-%%   a cross at the end of a message that a traced receiver never
-%%   received or that went to no process, and the whole message and its
-%%   seq_trace serial on hover;</li>
+%%   (gen_server calls and their replies labelled `call ...' and
+%%   `reply ...'; a reply whose sender was not traced drawn from the
+%%   process the call went to), a cross at the end of a message that a
+%%   traced receiver never received or that went to no process, and the
+%%   whole message and its seq_trace serial on hover; each label cut to
+%%   the room between its lifelines;</li>
 %% <li>a timeline per process (SVG): traced calls as nested bars, the
-%%   time it was scheduled in beneath;</li>
-%% <li>the event table: one row per event in the shell's one-line format
-%%   ({@link tracekit_format:event/2}).</li>
+%%   time it was scheduled in beneath, on a compressed scale that keeps
+%%   short calls visible beside long ones;</li>
+%% <li>the event table: one row per event, its line as {@link
+%%   tracekit_format:next/2} makes it (with `records' and `short_refs',
+%%   as the CT hook's text file prints).</li>
 %% </ul>
 %% The diagram, the timeline and the table are capped (`max_arrows',
 %% `max_slices', `max_rows'): the page says how many were left out, so a
@@ -39,12 +43,15 @@
 %% (beside the `register' events of the trace); `lost': events lost or
 %% dropped before the report (shown in the summary); `note': a line of
 %% text shown under the title; `max_rows' (default 2000), `max_arrows'
-%% (default 400), `max_slices' (default 5000): the caps; `depth' and
-%% `line_length': as in {@link tracekit_format} for the table and hovers;
-%% `latency': functions' latency histograms (the `histograms' of a
-%% {@link tracekit:latency/2} summary), shown in a Latency section (a
-%% table and a log-scaled histogram per function, {@link
-%% tracekit_latency_svg}), with `latency_opts' (`sort', `max').
+%% (default 400), `max_slices' (default 5000): the caps; `depth',
+%% `line_length', `records' (record definitions, {@link
+%% tracekit_records:defs/1}) and `short_refs' (references as short tags):
+%% as in {@link tracekit_format} for the table, the labels and hovers
+%% (the CT hook gives the report those of its text file); `latency':
+%% functions' latency histograms (the `histograms' of a {@link
+%% tracekit:latency/2} summary), shown in a Latency section (a table and a
+%% log-scaled histogram per function, {@link tracekit_latency_svg}), with
+%% `latency_opts' (`sort', `max').
 -type opts() :: #{title => unicode:chardata(),
                   names => #{pid() | port() => atom()},
                   lost => non_neg_integer(),
@@ -54,6 +61,8 @@
                   max_slices => non_neg_integer(),
                   depth => pos_integer(),
                   line_length => pos_integer(),
+                  records => tracekit_records:defs(),
+                  short_refs => boolean(),
                   latency => tracekit_latency_view:functions(),
                   latency_opts => map()}.
 %% What the page holds: events read, table rows, message arrows and
@@ -66,12 +75,25 @@
 
 -define(DEFAULTS, #{max_rows => 2000, max_arrows => 400, max_slices => 5000,
                     depth => 20, line_length => 240, names => #{}, lost => none,
-                    title => "tracekit report", note => ""}).
+                    title => "tracekit report", note => "", records => #{},
+                    short_refs => false}).
 -define(KEYS, [title, names, lost, note, max_rows, max_arrows, max_slices, depth,
-               line_length, latency, latency_opts]).
+               line_length, records, short_refs, latency, latency_opts]).
 %% Sends looked at when a send of the other kind (process trace or
 %% seq_trace) of the same message comes.
 -define(MERGE_WINDOW, 32).
+%% The diagram: the width of a character of its labels (11px monospace)
+%% and the room kept on either side of a label, in pixels; the longest
+%% label in characters; the bounds of a column's width.
+-define(CHAR_W, 7).
+-define(LABEL_PAD, 8).
+-define(LABEL_MAX, 60).
+-define(COL_MIN, 190).
+-define(COL_MAX, 460).
+%% The timeline: pixels per unit of its scale, and its widest.
+-define(UNIT_PX, 12).
+-define(TIMELINE_MIN, 900).
+-define(TIMELINE_MAX, 24000).
 
 %% One message arrow of the diagram.
 -record(arrow, {id :: pos_integer(),
@@ -84,6 +106,10 @@
                 time :: integer()}).
 
 -record(acc, {o :: map(),
+              %% how an event becomes a row: the lines of tracekit_format
+              stream :: tracekit_format:stream(),
+              %% the tags of the gen_server calls drawn: Tag => their arrow
+              calls = #{} :: #{term() => pos_integer()},
               n = 0 :: non_neg_integer(),
               clock = 0 :: integer(),
               timed = false :: boolean(),
@@ -140,7 +166,9 @@ write(Source, File, Opts) ->
 html(Source, Opts0) when is_map(Opts0) ->
     case check(Opts0) of
         {ok, Opts} ->
-            Acc0 = #acc{o = Opts, names = maps:get(names, Opts)},
+            Stream = tracekit_format:stream(maps:with([depth, line_length, names, records,
+                                                       short_refs], Opts)),
+            Acc0 = #acc{o = Opts, names = maps:get(names, Opts), stream = Stream},
             case tracekit_export:fold_source(fun event/2, Acc0, Source) of
                 {ok, Acc} -> page(Acc, none);
                 {error, {bad_source, _} = Why, _} -> {error, Why};
@@ -170,6 +198,8 @@ valid(K, V) when K =:= max_rows; K =:= max_arrows; K =:= max_slices ->
 valid(K, V) when K =:= depth; K =:= line_length -> is_integer(V) andalso V > 0;
 valid(lost, V) -> V =:= none orelse (is_integer(V) andalso V >= 0);
 valid(names, V) -> is_map(V);
+valid(records, V) -> is_map(V);
+valid(short_refs, V) -> is_boolean(V);
 valid(latency, V) -> is_map(V);
 valid(latency_opts, V) -> is_map(V);
 valid(K, V) when K =:= title; K =:= note ->
@@ -255,21 +285,28 @@ seq_tag(_) -> "seq_trace".
 register_name(E, A) when (element(1, E) =:= trace orelse element(1, E) =:= trace_ts),
                          tuple_size(E) >= 4, element(3, E) =:= register ->
     case element(4, E) of
-        Name when is_atom(Name) -> A#acc{names = (A#acc.names)#{element(2, E) => Name}};
-        _ -> A
+        Name when is_atom(Name) ->
+            Names = (A#acc.names)#{element(2, E) => Name},
+            A#acc{names = Names,
+                  stream = tracekit_format:stream_set(#{names => Names}, A#acc.stream)};
+        _ ->
+            A
     end;
 register_name(_E, A) ->
     A.
 
-fopts(#acc{o = O, names = Names}) ->
-    #{depth => maps:get(depth, O), line_length => maps:get(line_length, O), names => Names}.
+%% The options terms and pids are printed with: the table's (with the
+%% reference tags so far).
+fopts(#acc{stream = Stream}) ->
+    tracekit_format:stream_opts(Stream).
 
-%% A table row, or one more left out.
+%% A table row (the event's line as tracekit_format makes it), or one more
+%% left out.
 row(E, Time, #acc{o = #{max_rows := Max}, n = N} = A) when N =< Max ->
-    Line = tracekit_format:event(E, fopts(A)),
+    {Line, Stream} = tracekit_format:next(E, A#acc.stream),
     R = ["<tr><td class=\"n\">", integer_to_list(N), "</td><td class=\"t\">",
          tracekit_export:time_us(Time), "</td><td class=\"e\">", esc(Line), "</td></tr>\n"],
-    A#acc{rows = [R | A#acc.rows]};
+    A#acc{rows = [R | A#acc.rows], stream = Stream};
 row(_E, _Time, A) ->
     A#acc{rows_out = A#acc.rows_out + 1}.
 
@@ -357,15 +394,21 @@ new_arrow(From, To0, Msg, Time, #acc{narrows = N} = A) ->
          end,
     Id = N + 1,
     Ar = #arrow{id = Id, from = From, to = To, msg = Msg, time = Time},
-    {Id, A#acc{narrows = Id, arrows = (A#acc.arrows)#{Id => Ar},
+    Calls = case Msg of
+                {'$gen_call', {_, Tag}, _} -> (A#acc.calls)#{Tag => Id};
+                _ -> A#acc.calls
+            end,
+    {Id, A#acc{narrows = Id, arrows = (A#acc.arrows)#{Id => Ar}, calls = Calls,
                recent = lists:sublist([Id | A#acc.recent], ?MERGE_WINDOW)}}.
 
 update(Id, Fun, #acc{arrows = Arrows} = A) ->
     A#acc{arrows = Arrows#{Id := Fun(maps:get(Id, Arrows))}}.
 
 %% A receive takes the oldest pending arrow of that message to this
-%% process (or to an alias or name it stands behind); a receive of a
-%% message whose send was not seen is an arrow from `untraced'.
+%% process (or to an alias or name it stands behind). A receive of a
+%% message whose send was not seen is an arrow from the process a call
+%% went to when it is that call's reply (`{Tag, Reply}', to an alias or to
+%% `{Pid, Tag}'), else from `untraced'.
 receive_msg(To, Msg, A, Time) ->
     Waiting = maps:get(Msg, A#acc.pend, []),
     Pending = [Id || Id <- Waiting,
@@ -379,7 +422,13 @@ receive_msg(To, Msg, A, Time) ->
                    end,
             update(Id, fun(Ar) -> Ar#arrow{to = To, status = received} end, A#acc{pend = Pend});
         [] ->
-            case new_arrow(untraced, To, Msg, Time, A) of
+            From = case Msg of
+                       {Tag, _} when is_map_key(Tag, A#acc.calls) ->
+                           (maps:get(maps:get(Tag, A#acc.calls), A#acc.arrows))#arrow.to;
+                       _ ->
+                           untraced
+                   end,
+            case new_arrow(From, To, Msg, Time, A) of
                 {Id, A1} -> update(Id, fun(Ar) -> Ar#arrow{status = received,
                                                            kinds = [ptrace]} end, A1);
                 full -> A#acc{arrows_out = A#acc.arrows_out + 1}
@@ -524,7 +573,9 @@ css() ->
     ".msg{stroke:#1565c0;stroke-width:1.4;fill:none}.msg.lost{stroke:#c62828}"
     ".msg.unknown{stroke-dasharray:5 3}.cross{stroke:#c62828;stroke-width:2}"
     ".head rect{fill:#eef3fb;stroke:#1565c0}.row:hover .msg{stroke-width:3}"
-    ".call{stroke:#fff;stroke-width:0.5}.run{fill:#3f6fb5}.axis{stroke:#bbb}".
+    ".row text{paint-order:stroke;stroke:#fff;stroke-width:3px;stroke-linejoin:round}"
+    ".call{stroke:#fff;stroke-width:0.5}.run{fill:#3f6fb5}.axis{stroke:#bbb}"
+    ".scroll{overflow-x:auto}".
 
 summary(#acc{n = N, procs = Procs, tags = Tags, o = O, first_ts = T1, last_ts = T2} = A) ->
     FOpts = fopts(A),
@@ -558,6 +609,8 @@ tag_text(T) when is_atom(T) -> io_lib:format("~tw", [T]);
 tag_text(T) -> T.
 
 %% The sequence diagram: participants in the order they first take part.
+%% The columns are as wide as the longest label needs (within bounds),
+%% and each label is cut to the room between its arrow's lifelines.
 diagram([], _A) ->
     {"<p>No messages were traced.</p>\n", 0};
 diagram(Arrows0, A) ->
@@ -565,18 +618,23 @@ diagram(Arrows0, A) ->
     Parts = lists:foldl(fun({Ar, _}, Ps) -> add_part(Ar#arrow.to, add_part(Ar#arrow.from, Ps)) end,
                         [], Arrows),
     Order = maps:from_list(lists:zip(lists:reverse(Parts), lists:seq(0, length(Parts) - 1))),
-    Col = 190, Left = 110, Top = 50, RowH = 30,
-    X = fun(P) -> Left + Col * maps:get(P, Order) end,
-    W = Left + Col * (length(Parts) - 1) + 120,
-    H = Top + RowH * length(Arrows) + 30,
     FOpts = fopts(A),
+    LOpts = FOpts#{calls => A#acc.calls},
+    Longest = lists:max([string:length(tracekit_format:message_label(Ar#arrow.msg, ?LABEL_MAX,
+                                                                     LOpts))
+                         || {Ar, _} <- Arrows]),
+    Col = max(?COL_MIN, min(?COL_MAX, Longest * ?CHAR_W + 2 * ?LABEL_PAD)),
+    Left = 110, Top = 50, RowH = 30,
+    X = fun(P) -> Left + Col * maps:get(P, Order) end,
+    W = Left + Col * length(Parts),
+    H = Top + RowH * length(Arrows) + 30,
     Heads = [["<g class=\"head\"><rect x=\"", num(X(P) - 90), "\" y=\"4\" width=\"180\" height=\"26\" rx=\"3\"/>",
               "<text x=\"", num(X(P)), "\" y=\"21\" text-anchor=\"middle\">",
               esc(short(part_name(P, FOpts), 28)), "<title>", esc(part_name(P, FOpts)),
               "</title></text></g>\n",
               "<line class=\"lifeline\" x1=\"", num(X(P)), "\" y1=\"30\" x2=\"", num(X(P)),
               "\" y2=\"", num(H - 10), "\"/>\n"] || P <- lists:reverse(Parts)],
-    Rows = [arrow_svg(Ar, Status, I, X, Top + RowH * I, FOpts)
+    Rows = [arrow_svg(Ar, Status, {X, Col}, Top + RowH * I, FOpts, LOpts)
             || {I, {Ar, Status}} <- lists:zip(lists:seq(1, length(Arrows)), Arrows)],
     Svg = ["<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"sequence\" width=\"", num(W),
            "\" height=\"", num(H), "\" viewBox=\"0 0 ", num(W), " ", num(H), "\">\n",
@@ -610,9 +668,16 @@ part_name(P, FOpts) when is_pid(P); is_port(P) -> tracekit_format:pid(P, FOpts);
 part_name(R, FOpts) when is_reference(R) -> ["alias ", tracekit_format:term(R, FOpts)];
 part_name(T, FOpts) -> tracekit_format:term(T, FOpts).
 
-arrow_svg(#arrow{from = F, to = T, msg = Msg, serial = Serial, id = Id}, Status, _I, X, Y, FOpts) ->
+arrow_svg(#arrow{from = F, to = T, msg = Msg, serial = Serial, id = Id}, Status, {X, Col}, Y,
+          FOpts, LOpts) ->
     X1 = X(F), X2 = X(T),
-    Label = tracekit_format:message_label(Msg, 60),
+    %% The room of the label: between the two lifelines, or (an arrow to
+    %% itself) from the loop to the next lifeline.
+    Room = case X1 =:= X2 of
+               true -> Col - 36 - ?LABEL_PAD;
+               false -> abs(X2 - X1) - 2 * ?LABEL_PAD
+           end,
+    Label = tracekit_format:message_label(Msg, max(1, min(?LABEL_MAX, Room div ?CHAR_W)), LOpts),
     Hover = [tracekit_format:term(Msg, FOpts),
              case Serial of
                  none -> [];
@@ -666,38 +731,70 @@ short(Text, Max) ->
     end.
 
 %% The timeline: a band per process with call slices nested by depth and
-%% the running slices under them.
+%% the running slices under them, on a compressed scale (scale/1).
 timeline_svg(#acc{slices = []}) ->
     "<p>No calls or scheduling were traced.</p>\n";
 timeline_svg(#acc{slices = Slices, procs = Procs} = A) ->
-    T0 = lists:min([S || {_, _, _, S, _, _} <- Slices]),
-    T1 = lists:max([E || {_, _, _, _, E, _} <- Slices]),
-    Span = max(T1 - T0, 1),
-    Left = 200, Width = 900, BarH = 14,
+    {XOf, Width, Ticks} = scale(Slices),
+    Left = 200, BarH = 14,
     InSlices = lists:usort([P || {P, _, _, _, _, _} <- Slices]),
     Ordered = lists:sort(fun(P1, P2) -> first(P1, Procs) =< first(P2, Procs) end, InSlices),
+    ByProc = maps:groups_from_list(fun(S) -> element(1, S) end, Slices),
     FOpts = fopts(A),
+    X = fun(T) -> Left + XOf(T) end,
     {Bands, H} =
         lists:foldl(
           fun(P, {Acc, Y}) ->
-                  Mine = [S || {Q, _, _, _, _, _} = S <- Slices, Q =:= P],
+                  Mine = maps:get(P, ByProc),
                   Depth = lists:max([0 | [D + 1 || {_, call, _, _, _, D} <- Mine]]),
                   RunY = Y + Depth * BarH,
                   Band = ["<g class=\"proc\"><text x=\"4\" y=\"", num(Y + 11), "\">",
                           esc(short(tracekit_format:pid(P, FOpts), 26)), "</text>\n",
-                          [slice_svg(S, Y, RunY, T0, Span, Left, Width, BarH) || S <- Mine],
+                          [slice_svg(S, Y, RunY, X, BarH) || S <- Mine],
                           "<line class=\"axis\" x1=\"", num(Left), "\" y1=\"", num(RunY + 8),
                           "\" x2=\"", num(Left + Width), "\" y2=\"", num(RunY + 8), "\"/></g>\n"],
                   {[Band | Acc], RunY + 16}
           end, {[], 24}, Ordered),
-    Ticks = [["<text x=\"", num(Left + Width * I div 4), "\" y=\"14\" text-anchor=\"middle\">",
-              tracekit_export:time_us(T0 + Span * I div 4), "</text>"] || I <- lists:seq(0, 4)],
-    ["<p class=\"note\">Time in microseconds from the first event. Bars: traced calls (nested), "
-     "and in blue beneath them the time the process was scheduled in (when scheduling was traced).</p>\n",
-     "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"timeline\" width=\"", num(Left + Width + 40),
-     "\" height=\"", num(H + 10), "\">\n", Ticks, "\n", lists:reverse(Bands), "</svg>\n",
+    T0 = element(1, hd(Ticks)),
+    TickSvg = [["<text x=\"", num(X(T)), "\" y=\"14\" text-anchor=\"", Anchor, "\">",
+                tracekit_export:time_us(T - T0), "</text>"]
+               || {I, {T, _}} <- lists:enumerate(Ticks),
+                  Anchor <- [case I of 1 -> "start"; _ -> "middle" end]],
+    ["<p class=\"note\">Time in microseconds from the first slice, on a compressed scale: "
+     "each stretch between two ends of slices takes room by the logarithm of its length, so "
+     "that short calls stay visible beside long ones (the ticks say the times; hover a bar "
+     "for its duration). Bars: traced calls (nested), and in blue beneath them the time the "
+     "process was scheduled in (when scheduling was traced).</p>\n",
+     "<div class=\"scroll\"><svg xmlns=\"http://www.w3.org/2000/svg\" class=\"timeline\" "
+     "width=\"", num(Left + Width + 60), "\" height=\"", num(H + 10), "\">\n", TickSvg, "\n",
+     lists:reverse(Bands), "</svg></div>\n",
      left_out(A#acc.slices_out, "slice", "slices", "the timeline shows the first " ++
                   integer_to_list(maps:get(max_slices, A#acc.o)))].
+
+%% The compressed time axis of the slices: every time that starts or ends
+%% a slice is a mark; the stretch between two marks t1 < t2 takes
+%% log2(1 + (t2 - t1) in microseconds) units, ?UNIT_PX pixels each, the
+%% whole scaled into the timeline's bounds. So a slice of a microsecond
+%% takes a unit whatever else the trace holds, one of a second about 20.
+%% Returns the x of a mark, the width, and the marks to label (one every
+%% 100 pixels at most, from the first).
+scale(Slices) ->
+    Marks = lists:usort(lists:append([[S, E] || {_, _, _, S, E, _} <- Slices])),
+    {Units, Total} = lists:mapfoldl(
+                       fun({Prev, T}, Acc) ->
+                               U = Acc + math:log2(1 + (T - Prev) / 1000),
+                               {{T, U}, U}
+                       end, 0.0, lists:zip([hd(Marks) | lists:droplast(Marks)], Marks)),
+    Width = max(?TIMELINE_MIN, min(?TIMELINE_MAX, round(Total * ?UNIT_PX))),
+    Px = maps:from_list([{T, round(U * Width / max(Total, 1.0e-9))} || {T, U} <- Units]),
+    Ticks = lists:reverse(lists:foldl(fun({T, _}, []) -> [{T, maps:get(T, Px)}];
+                                         ({T, _}, [{_, Last} | _] = Acc) ->
+                                              case maps:get(T, Px) - Last >= 100 of
+                                                  true -> [{T, maps:get(T, Px)} | Acc];
+                                                  false -> Acc
+                                              end
+                                      end, [], Units)),
+    {fun(T) -> maps:get(T, Px) end, Width, Ticks}.
 
 first(P, Procs) ->
     case Procs of
@@ -705,9 +802,9 @@ first(P, Procs) ->
         _ -> 0
     end.
 
-slice_svg({_, Kind, Name, S, E, D}, Y, RunY, T0, Span, Left, Width, BarH) ->
-    X = Left + (S - T0) * Width div Span,
-    W = max(1, (E - S) * Width div Span),
+slice_svg({_, Kind, Name, S, E, D}, Y, RunY, XOf, BarH) ->
+    X = XOf(S),
+    W = max(1, XOf(E) - X),
     {SY, Class, Fill} = case Kind of
                             call -> {Y + D * BarH, "call", color(Name)};
                             run -> {RunY + 2, "run", none}

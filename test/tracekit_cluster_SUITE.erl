@@ -20,7 +20,8 @@
          other_protocol_refused/1, older_tracekit_refused/1, frozen_node_is_late/1,
          file_counts_per_node/1, disconnection_keeps_remote_files/1,
          remote_files_are_private/1, stopped_node_leaves_nothing_once_restarted/1,
-         own_work_is_not_traced/1]).
+         own_work_is_not_traced/1, lent_node_cleaned_when_caller_killed/1,
+         other_release_is_refused/1]).
 %% Called on the nodes.
 -export([tick/1, ticker/2, server/0, start_trace/2]).
 
@@ -35,7 +36,8 @@ all() ->
      agent_killed_leaves_no_file, node_cannot_write_its_file,
      other_protocol_refused, older_tracekit_refused, frozen_node_is_late,
      file_counts_per_node, disconnection_keeps_remote_files, remote_files_are_private,
-     stopped_node_leaves_nothing_once_restarted, own_work_is_not_traced].
+     stopped_node_leaves_nothing_once_restarted, own_work_is_not_traced,
+     lent_node_cleaned_when_caller_killed, other_release_is_refused].
 
 init_per_suite(Config) ->
     case node() of
@@ -365,18 +367,89 @@ wait_until(Pred, Until) ->
 
 %%% Nodes that cannot take part ---------------------------------------------------
 
-%% A node without tracekit in its code path: one error naming it, and
-%% nothing traced anywhere.
-node_without_tracekit(_Config) ->
+%% A node without tracekit in its code path (and the same release): it is
+%% lent tracekit for the trace, its events are there, and once the trace
+%% is over the node is as it was: no module of tracekit loaded (nor old
+%% code), no process running it, no directory left.
+node_without_tracekit(Config) ->
     [{_, Good}] = Peers1 = peers(1),
     [{_, Bare}] = Peers2 = peers(1, false),
     try
-        R = tracekit:calls("tracekit_cluster_SUITE:tick/1", #{nodes => [node(), Good, Bare]}),
-        ct:log("~p", [R]),
-        ?assertMatch({error, {bad_node, Bare, "tracekit is not loaded there" ++ _}}, R),
-        [?assertEqual([], tracekit_sessions(N)) || N <- [node(), Good, Bare]]
+        ?assertEqual(non_existing, erpc:call(Bare, code, which, [tracekit_agent])),
+        {T, Tickers} = ticks_everywhere([node(), Good, Bare], 50, #{io => ?config(io, Config)}),
+        wait_dead(Tickers),
+        timer:sleep(200),
+        {ok, #{events := Events, nodes := PerNode}} = tracekit:stop(T),
+        ct:log("~p", [PerNode]),
+        [?assertEqual(lists:seq(1, 50), [I || {trace_ts, P1, call, {_, tick, [I]}, _} <- Events,
+                                              P1 =:= P])
+         || P <- Tickers],
+        ?assertMatch(#{shown := 50, state := closed}, maps:get(Bare, PerNode)),
+        wait_until(fun() -> as_it_was(Bare) end, erlang:monotonic_time(millisecond) + 3000)
     after
         stop_peers(Peers1 ++ Peers2)
+    end.
+
+%% The process that started a trace on a node that was lent tracekit is
+%% killed: the node is as it was soon after.
+lent_node_cleaned_when_caller_killed(_Config) ->
+    [{_, Bare}] = Peers = peers(1, false),
+    try
+        Self = self(),
+        Caller = spawn(fun() ->
+                               {ok, T} = tracekit:calls("tracekit_cluster_SUITE:tick/1",
+                                                        #{nodes => [node(), Bare], print => false}),
+                               Self ! {started, T},
+                               receive never -> ok end
+                       end),
+        receive {started, _} -> ok after 20000 -> ct:fail(not_started) end,
+        ?assertNotEqual(non_existing, erpc:call(Bare, code, which, [tracekit_agent])),
+        exit(Caller, kill),
+        wait_until(fun() -> as_it_was(Bare) end, erlang:monotonic_time(millisecond) + 3000)
+    after
+        stop_peers(Peers)
+    end.
+
+as_it_was(Node) ->
+    Loaded = [M || {M, _} <- erpc:call(Node, code, all_loaded, []),
+                   lists:prefix("tracekit", atom_to_list(M)),
+                   M =/= ?MODULE],
+    Old = [M || M <- [tracekit_agent, tracekit_ring, tracekit_push, tracekit_nif],
+                erpc:call(Node, erlang, check_old_code, [M])],
+    Dirs = erpc:call(Node, filelib, wildcard, ["/tmp/tracekit-" ++ atom_to_list(Node) ++ "-*"]),
+    Loaded =:= [] andalso Old =:= [] andalso Dirs =:= []
+        andalso tracekit_sessions(Node) =:= [].
+
+%% A node without tracekit that runs another release: refused with the
+%% reason, nothing traced anywhere. (The other release is the one
+%% scripts/otp provisions beside this one.)
+other_release_is_refused(_Config) ->
+    Mine = erlang:system_info(otp_release),
+    Other = case Mine of "27" -> "29"; _ -> "27" end,
+    Cache = case os:getenv("TRACEKIT_CACHE") of
+                false -> filename:join([os:getenv("HOME"), ".cache", "tracekit"]);
+                C -> C
+            end,
+    case filelib:wildcard(filename:join([Cache, "otp-" ++ Other ++ "-*", "root", "usr", "bin", "erl"])) of
+        [] ->
+            {skip, "OTP " ++ Other ++ " is not provisioned here"};
+        [Erl | _] ->
+            Path = filename:dirname(code:which(?MODULE)),
+            {ok, P, Node} = peer:start_link(#{name => peer:random_name(?MODULE), exec => Erl,
+                                              args => ["-pa", Path]}),
+            try
+                R = tracekit:calls("tracekit_cluster_SUITE:tick/1", #{nodes => [node(), Node]}),
+                ct:log("~p", [R]),
+                {error, {bad_node, Node, Why}} = R,
+                ?assert(lists:prefix("tracekit is not loaded there, and it cannot be lent: it "
+                                     "runs OTP " ++ Other, Why)),
+                ?assertEqual([], tracekit_sessions(node())),
+                ?assertEqual([], [M || {M, _} <- erpc:call(Node, code, all_loaded, []),
+                                       lists:prefix("tracekit_", atom_to_list(M)),
+                                       M =/= ?MODULE])
+            after
+                peer:stop(P)
+            end
     end.
 
 bad_nodes(_Config) ->

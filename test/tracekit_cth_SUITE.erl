@@ -17,7 +17,7 @@
          skipped_case_leaves_nothing/1, nothing_left_in_the_node/1,
          options_are_checked/1, calls_with_flag_actions/1, bad_options_record_nothing/1,
          html_report_of_failing_case/1, own_work_is_not_recorded/1,
-         slowest_functions_of_failing_case/1]).
+         slowest_functions_of_failing_case/1, bare_hook_records_the_case/1]).
 %% Run on a peer node by the cases.
 -export([run_hook/2]).
 
@@ -28,7 +28,7 @@ all() ->
      timetrap_kill_is_recorded, skipped_case_leaves_nothing,
      nothing_left_in_the_node, options_are_checked, calls_with_flag_actions,
      bad_options_record_nothing, html_report_of_failing_case, own_work_is_not_recorded,
-     slowest_functions_of_failing_case].
+     slowest_functions_of_failing_case, bare_hook_records_the_case].
 
 %% One run of the sample suite for all the cases here.
 init_per_suite(Config) ->
@@ -38,6 +38,10 @@ init_per_suite(Config) ->
     {ok, _} = file:copy(filename:join(?config(data_dir, Config),
                                       "tracekit_cth_sample_SUITE.erl.src"),
                         Sample ++ ".erl"),
+    Bare = filename:join([Priv, "sample", "tracekit_cth_bare_SUITE"]),
+    {ok, _} = file:copy(filename:join(?config(data_dir, Config),
+                                      "tracekit_cth_bare_SUITE.erl.src"),
+                        Bare ++ ".erl"),
     LogDir = filename:join(Priv, "cth_sample_logs"), % priv_dir is the run's
     ok = filelib:ensure_path(LogDir),
     Ebin = filename:dirname(code:which(tracekit)),
@@ -46,7 +50,7 @@ init_per_suite(Config) ->
     {Result, Left} =
         try
             R = peer:call(Peer, ct, run_test,
-                          [[{suite, Sample}, {logdir, LogDir}, {auto_compile, true}]],
+                          [[{suite, [Sample, Bare]}, {logdir, LogDir}, {auto_compile, true}]],
                           120000),
             %% What the hook left in the node: sessions, rings, the seq
             %% tracer.
@@ -60,8 +64,11 @@ init_per_suite(Config) ->
             peer:stop(Peer)
         end,
     ct:log("sample run: ~p~nleft: ~p", [Result, Left]),
-    [RunDir] = filelib:wildcard(filename:join(LogDir, "ct_run.*/*.logs/run.*")),
-    [{result, Result}, {left, Left}, {run_dir, RunDir} | Config].
+    [RunDir] = filelib:wildcard(filename:join(LogDir,
+                                              "ct_run.*/*tracekit_cth_sample_SUITE.logs/run.*")),
+    [BareDir] = filelib:wildcard(filename:join(LogDir,
+                                               "ct_run.*/*tracekit_cth_bare_SUITE.logs/run.*")),
+    [{result, Result}, {left, Left}, {run_dir, RunDir}, {bare_dir, BareDir} | Config].
 
 end_per_suite(_Config) ->
     ok.
@@ -83,8 +90,9 @@ contains(Text, Part) ->
     string:find(Text, Part) =/= nomatch.
 
 failing_case_leaves_its_trace(Config) ->
-    %% 3 passing cases, 6 failing ones, 1 skipped by its init_per_testcase.
-    ?assertMatch({3, 6, {1, 0}}, ?config(result, Config)),
+    %% The sample suite: 3 passing cases, 6 failing ones, 1 skipped by its
+    %% init_per_testcase; the bare suite: 1 failing case.
+    ?assertMatch({3, 7, {1, 0}}, ?config(result, Config)),
     Names = [filename:basename(F) || F <- trace_files(Config, failing_case)],
     ?assertEqual(["tracekit_cth_sample_suite.failing_case.tracekit.html",
                   "tracekit_cth_sample_suite.failing_case.tracekit.messages.mmd",
@@ -354,7 +362,15 @@ html_report_of_failing_case(Config) ->
     [?assert(contains(text_of(G, "title"), "serial [")) || G <- Arrows],
     ?assertEqual([], xmerl_xpath:string("//*[@class='msg lost']", Doc)),
     %% The first row is the call of the case, as in the text file.
-    ?assert(contains(text_of(hd(Rows), "td[3]"), "tracekit_cth_sample_SUITE:failing_case([")).
+    ?assert(contains(text_of(hd(Rows), "td[3]"), "tracekit_cth_sample_SUITE:failing_case([")),
+    %% One printing: each line of the text file is the row of its event
+    %% (a merged line: that row and the seq_trace serial after it), with
+    %% the same short references.
+    RowTexts = [text_of(R, "td[3]") || R <- Rows],
+    [?assert(lists:any(fun(R) -> L =:= R orelse lists:prefix(R ++ " ", L) end, RowTexts), L)
+     || L <- Lines],
+    ?assert(lists:any(fun(R) -> contains(R, "#Ref<..") end, RowTexts)),
+    ?assertNot(lists:any(fun(R) -> contains(R, "#Ref<0.") end, RowTexts)).
 
 text_of(Node, Path) ->
     lists:flatten([V || #xmlText{value = V} <- xmerl_xpath:string(Path ++ "//text()", Node)]).
@@ -401,3 +417,24 @@ slowest_functions_of_failing_case(Config) ->
                               "//*[local-name()='rect' and @class='bar']", Doc),
     ?assertEqual(["2"], [V || #xmlElement{attributes = As} <- Bars,
                               #xmlAttribute{name = 'data-n', value = V} <- As]).
+
+%% The hook with no options records the test case process's messages,
+%% process events and seq_trace flow, writes them when the case fails,
+%% and said once in the suite's log what it records.
+bare_hook_records_the_case(Config) ->
+    Dir = ?config(bare_dir, Config),
+    Base = filename:join(Dir, "tracekit_cth_bare_suite.bare_failing.tracekit"),
+    ?assertEqual(lists:sort([Base ++ X || X <- [".html", ".messages.mmd", ".seq.mmd", ".txt"]]),
+                 lists:sort(filelib:wildcard(Base ++ "*"))),
+    {ok, Bin} = file:read_file(Base ++ ".txt"),
+    Text = unicode:characters_to_list(Bin),
+    ct:log("~ts", [Text]),
+    ?assert(contains(Text, "(testcase) ! {ping,")),
+    ?assert(contains(Text, "(testcase) << pong")),
+    ?assert(contains(Text, "(testcase) spawned ")),
+    Logs = [unicode:characters_to_list(B) || F <- filelib:wildcard(filename:join(Dir, "*.html")),
+                                             {ok, B} <- [file:read_file(F)]],
+    Said = [L || L <- Logs, contains(L, "tracekit_cth records in each test case the messages "
+                                        "and the process events of the test case process; "
+                                        "the seq_trace flow")],
+    ?assertEqual(1, length(Said)).

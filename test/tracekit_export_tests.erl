@@ -188,11 +188,14 @@ chrome_bytes_test() ->
     Expected = iolist_to_binary(
                  ["{\"traceEvents\":[\n",
                   "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":\"", N, "\"}},\n",
+                  "{\"ph\":\"M\",\"pid\":1,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":1}},\n",
                   "{\"ph\":\"M\",\"pid\":1,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"<0.80.0>\"}},\n",
+                  "{\"ph\":\"M\",\"pid\":1,\"tid\":1,\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":1}},\n",
                   "{\"ph\":\"B\",\"pid\":1,\"tid\":1,\"ts\":0.000,\"cat\":\"call\",\"name\":\"m:f/1\"},\n",
                   "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":1.000,\"dur\":0.000,\"cat\":\"msg\",\"name\":\"send\",\"args\":{\"msg\":\"ping\",\"to\":\"<0.81.0>\"}},\n",
                   "{\"ph\":\"s\",\"pid\":1,\"tid\":1,\"ts\":1.000,\"cat\":\"msg\",\"name\":\"message\",\"id\":1},\n",
                   "{\"ph\":\"M\",\"pid\":1,\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":\"<0.81.0>\"}},\n",
+                  "{\"ph\":\"M\",\"pid\":1,\"tid\":2,\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":2}},\n",
                   "{\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":2.500,\"dur\":0.000,\"cat\":\"msg\",\"name\":\"receive\",\"args\":{\"msg\":\"ping\"}},\n",
                   "{\"ph\":\"f\",\"bp\":\"e\",\"pid\":1,\"tid\":2,\"ts\":2.500,\"cat\":\"msg\",\"name\":\"message\",\"id\":1},\n",
                   "{\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":2,\"ts\":2.600,\"cat\":\"proc\",\"name\":\"register\",\"args\":{\"name\":\"srv\"}},\n",
@@ -201,6 +204,56 @@ chrome_bytes_test() ->
                   "{\"ph\":\"i\",\"s\":\"t\",\"pid\":1,\"tid\":1,\"ts\":4.000,\"cat\":\"proc\",\"name\":\"exit\",\"args\":{\"reason\":\"normal\"}}\n",
                   "],\"otherData\":{\"format\":\"tracekit-export\",\"version\":1,\"events\":6,\"time_zero_ns\":1000}}\n"]),
     ?assertEqual(Expected, Bin).
+
+%% The busiest process is the first track (speedscope opens the first by
+%% pid and tid), and the busiest node the first pid: their events
+%% counted before the export, whatever the order they appear in.
+chrome_busiest_first_test() ->
+    A = c:pid(0, 80, 0),
+    B = c:pid(0, 81, 0),
+    Remote = tracekit_test_remote_pid(),
+    Events = [{trace_ts, Remote, 'receive', x, 500},
+              {trace_ts, A, 'receive', x, 1000}]
+        ++ [{trace_ts, B, 'receive', I, 2000 + I} || I <- lists:seq(1, 3)]
+        ++ [{trace_ts, A, 'receive', y, 9000}],
+    {ok, Bin} = export(chrome, Events),
+    #{<<"traceEvents">> := Ts} = json:decode(Bin),
+    Tracks = [{P, T, N} || #{<<"ph">> := <<"M">>, <<"name">> := <<"thread_name">>, <<"pid">> := P,
+                             <<"tid">> := T, <<"args">> := #{<<"name">> := N}} <- Ts],
+    ?assertEqual([{1, 1, <<"<0.81.0>">>}, {1, 2, <<"<0.80.0>">>}, {2, 1, <<"<0.7.0>">>}],
+                 lists:sort(Tracks)),
+    Sorts = [{P, T, I} || #{<<"ph">> := <<"M">>, <<"name">> := <<"thread_sort_index">>,
+                            <<"pid">> := P, <<"tid">> := T, <<"args">> := #{<<"sort_index">> := I}} <- Ts],
+    ?assertEqual([{1, 1, 1}, {1, 2, 2}, {2, 1, 1}], lists:sort(Sorts)),
+    %% A ring is drained once, both passes over its events.
+    {ok, R} = tracekit_ring:new(#{}),
+    [ok = tracekit_ring:trace('receive', R, B, I, #{}) || I <- lists:seq(1, 3)],
+    ok = tracekit_ring:trace('receive', R, A, x, #{}),
+    {ok, FromRing} = export(chrome, R),
+    #{<<"traceEvents">> := RTs} = json:decode(FromRing),
+    ?assertEqual([{1, <<"<0.81.0>">>}, {2, <<"<0.80.0>">>}],
+                 lists:sort([{T, N} || #{<<"ph">> := <<"M">>, <<"name">> := <<"thread_name">>,
+                                         <<"tid">> := T, <<"args">> := #{<<"name">> := N}} <- RTs])),
+    ok = tracekit_ring:close(R).
+
+%% A call's arguments are a list of terms, never a string: [8] is not
+%% "\b", in JSON Lines and in Chrome.
+args_are_terms_test() ->
+    A = c:pid(0, 80, 0),
+    Events = [{trace_ts, A, call, {m, f, [8]}, 1000},
+              {trace_ts, A, call, {m, g, "ab"}, 1500},
+              {trace_ts, A, call, {m, h, [x | '...']}, 1600},
+              {trace_ts, A, return_from, {m, h, 2}, ok, 1700},
+              {trace_ts, A, return_from, {m, g, 2}, ok, 1800},
+              {trace_ts, A, return_from, {m, f, 1}, ok, 2000}],
+    Lines = jsonl_lines(Events),
+    ?assertEqual([<<"[8]">>, <<"[97,98]">>, <<"[x|'...']">>],
+                 [maps:get(<<"erl">>, maps:get(<<"args">>, L)) || L <- Lines,
+                                                                 maps:is_key(<<"args">>, L)]),
+    {ok, Bin} = export(chrome, Events),
+    #{<<"traceEvents">> := Ts} = json:decode(Bin),
+    ?assertEqual([<<"[x|'...']">>, <<"[97,98]">>, <<"[8]">>],
+                 [maps:get(<<"args">>, Args) || #{<<"ph">> := <<"E">>, <<"args">> := Args} <- Ts]).
 
 chrome_empty_test() ->
     ?assertEqual({ok, <<"{\"traceEvents\":[\n],\"otherData\":{\"format\":\"tracekit-export\","
@@ -317,8 +370,8 @@ check_chrome(Events, Me, Srv) ->
     %% B events without args (speedscope names frames by them), E events
     %% of calls with the call's arguments.
     [?assertNot(maps:is_key(<<"args">>, E)) || #{<<"ph">> := <<"B">>} = E <- Ts],
-    %% (fib(N) and work(8): [8] is the string "\b" to the shell.)
-    ArgTexts = lists:usort([text([N]) || N <- lists:seq(0, 8)]),
+    %% (fib(N) and work(8): [8], not the string "\b" the shell shows.)
+    ArgTexts = [<<"[", (integer_to_binary(N))/binary, "]">> || N <- lists:seq(0, 8)],
     [?assert(lists:member(maps:get(<<"args">>, maps:get(<<"args">>, E)), ArgTexts))
      || #{<<"ph">> := <<"E">>, <<"cat">> := <<"call">>} = E <- Ts],
     %% The calls: 4 work/1 and as many fib/1 as fib(8) makes, each once.
@@ -459,3 +512,82 @@ pending_bound_test_() ->
              #{<<"traceEvents">> := Ts} = json:decode(Bin),
              ?assertEqual([11, N], [Id || #{<<"ph">> := <<"f">>, <<"id">> := Id} <- Ts])
      end}.
+
+%%% ---- any terms -----------------------------------------------------------------------
+
+%% Events of every shape, and terms that are none (what anyone may pass;
+%% a list is taken for events when it begins with a tuple): every export
+%% is whole (JSON that parses, a line per term, folded
+%% lines of a stack and a weight) and the report a page that parses as
+%% XML with a row per term.
+any_terms_test_() ->
+    {timeout, 120,
+     fun() ->
+             [begin
+                  rand:seed(exsss, {Seed, 5, 7}),
+                  Terms = [{trace, self(), 'receive', first}
+                           | [any_event() || _ <- lists:seq(1, 1499)]],
+                  {ok, C} = export(chrome, Terms),
+                  #{<<"traceEvents">> := _, <<"otherData">> := #{<<"events">> := 1500}} =
+                      json:decode(C),
+                  {ok, J} = export(jsonl, Terms),
+                  JL = binary:split(J, <<"\n">>, [global, trim]),
+                  ?assertEqual(lists:seq(1, 1500), [maps:get(<<"i">>, json:decode(L)) || L <- JL]),
+                  {ok, F} = export(folded, Terms),
+                  [?assertMatch({match, _}, re:run(L, "^.+ [0-9]+$", [unicode]))
+                   || L <- binary:split(F, <<"\n">>, [global, trim])],
+                  {ok, Html, #{rows := 1500}} = tracekit_report:html(Terms, #{}),
+                  {Doc, []} = xmerl_scan:string(binary_to_list(Html), [{quiet, true}]),
+                  ?assertEqual(1500, length(xmerl_xpath:string("//table[@id='event-table']/tbody/tr",
+                                                               Doc)))
+              end || Seed <- lists:seq(1, 4)]
+     end}.
+
+any_event() ->
+    P = case rand:uniform(5) of
+            1 -> hd(erlang:ports());
+            2 -> any_term(1);
+            _ -> c:pid(0, 80 + rand:uniform(5), 0)
+        end,
+    Tag = lists:nth(rand:uniform(24), [send, 'receive', call, return_from, exception_from,
+                                       return_to, spawn, spawned, exit, link, unlink, register,
+                                       in, out, out_exited, gc_minor_start, gc_minor_end,
+                                       gc_major_start, open, closed, odd_tag, 'quoted tag',
+                                       send_to_non_existing_process, getting_linked]),
+    Term = case rand:uniform(4) of
+               1 -> {lists:nth(rand:uniform(3), [m, 'M', 42]), f,
+                     lists:nth(rand:uniform(4), [any_term(2), [8], 2, '...'])};
+               _ -> any_term(3)
+           end,
+    Ts = lists:nth(rand:uniform(5), [{1, rand:uniform(1000000), rand:uniform(999999)},
+                                     rand:uniform(1 bsl 40), {rand:uniform(100), 3},
+                                     any_term(1), -5]),
+    Rest = [any_term(2) || _ <- lists:seq(1, rand:uniform(3) - 1)],
+    case rand:uniform(8) of
+        1 -> list_to_tuple([trace, P, Tag, Term | Rest]);
+        2 -> {seq_trace, any_term(1), {lists:nth(rand:uniform(3), [send, 'receive', print]),
+                                       {rand:uniform(9), rand:uniform(9)}, P, P, any_term(2)}};
+        3 -> {seq_trace, any_term(1), any_term(2), Ts};
+        4 -> any_term(3);
+        5 -> {trace, P};
+        _ -> list_to_tuple([trace_ts, P, Tag, Term | Rest] ++ [Ts])
+    end.
+
+any_term(0) -> lists:nth(rand:uniform(4), [0, a, <<>>, []]);
+any_term(D) ->
+    case rand:uniform(14) of
+        1 -> rand:uniform(1 bsl 80) - (1 bsl 79);
+        2 -> rand:uniform() * 1.0e10;
+        3 -> lists:nth(rand:uniform(6), ['', 'a b', '\n', 'é', '<b>', "\"}"]);
+        4 -> list_to_binary([rand:uniform(256) - 1 || _ <- lists:seq(1, rand:uniform(9))]);
+        5 -> [rand:uniform(300) || _ <- lists:seq(1, rand:uniform(4))];
+        6 -> list_to_tuple([any_term(D - 1) || _ <- lists:seq(1, rand:uniform(4) - 1)]);
+        7 -> [any_term(D - 1) | any_term(D - 1)];
+        8 -> maps:from_list([{any_term(D - 1), any_term(D - 1)} || _ <- lists:seq(1, rand:uniform(3))]);
+        9 -> make_ref();
+        10 -> fun() -> D end;
+        11 -> <<1:3>>;
+        12 -> {'$gen_call', {self(), [alias | make_ref()]}, any_term(D - 1)};
+        13 -> {[alias | make_ref()], any_term(D - 1)};
+        14 -> "text\n\t\"<&>"
+    end.

@@ -165,6 +165,126 @@ timeline_test() ->
     ?assert(GY > FY),
     ?assertEqual(1, length(xpath("//svg[@class='timeline']//rect[@class='run']", Doc))).
 
+%% A reply whose sender was not traced comes from the process its call
+%% went to (to an alias, or to {Pid, Tag}), not from "(untraced)"; a
+%% request tagged with a reference is no reply.
+replies_from_the_called_process_test() ->
+    C = c:pid(0, 80, 0),
+    S = c:pid(0, 81, 0),
+    T = c:pid(0, 82, 0),
+    [R1, R2, R3] = [make_ref() || _ <- [1, 2, 3]],
+    %% Only C is traced: its sends and receives.
+    Events = [{trace_ts, C, send, {'$gen_call', {C, [alias | R1]}, {get, k}}, S, 1000},
+              {trace_ts, C, 'receive', {[alias | R1], 42}, 2000},
+              {trace_ts, C, send, {'$gen_call', {C, R2}, stop}, srv, 3000},
+              {trace_ts, C, 'receive', {R2, ok}, 4000},
+              {trace_ts, C, send, {R3, {get, x}}, T, 5000},
+              {trace_ts, C, 'receive', from_outside, 6000}],
+    {Bin, _} = html(Events, #{names => #{T => srv}}),
+    Doc = parse(Bin),
+    Arrows = arrows(Doc),
+    Labels = [texts(hd(xpath("text", G))) || G <- Arrows],
+    ?assertMatch(["call {get,k}", "reply 42", "call stop", "reply ok", "{#Ref<" ++ _,
+                  "from_outside"], Labels),
+    XS = fun(G) -> [list_to_integer(V) || A <- ["x1", "x2"],
+                                          #xmlAttribute{value = V} <- xpath("line/@" ++ A, G)]
+         end,
+    [Call1, Reply1, Call2, Reply2 | _] = [XS(G) || G <- Arrows],
+    %% Each reply goes back along its call: from the server to the client.
+    [?assert(abs(RX1 - CX2) =< 2 andalso abs(RX2 - CX1) =< 2, {Call, Reply})
+     || {[CX1, CX2] = Call, [RX1, RX2] = Reply} <- [{Call1, Reply1}, {Call2, Reply2}]],
+    Heads = [texts(H) || H <- xpath("//svg[@class='sequence']/g[@class='head']/text", Doc)],
+    ?assertEqual(1, length([H || H <- Heads, string:find(H, "(untraced)") =/= nomatch])).
+
+%% Labels stay between the lifelines of their arrow (or, for an arrow to
+%% itself, in its column), and never start left of the picture, however
+%% long the message; the columns widen for long labels, within bounds.
+labels_fit_test() ->
+    Ps = [c:pid(0, 80 + I, 0) || I <- lists:seq(0, 3)],
+    [A, B, C, D] = Ps,
+    Long = {put, lists:duplicate(30, $k), lists:seq(1, 40)},
+    Events = [{trace_ts, A, send, Long, B, 1000},
+              {trace_ts, B, send, {'$gen_cast', Long}, A, 2000},
+              {trace_ts, C, send, Long, D, 3000},
+              {trace_ts, D, send, Long, A, 4000},
+              {trace_ts, A, send, Long, A, 5000},
+              {trace_ts, D, send, short, C, 6000}],
+    {Bin, _} = html(Events, #{}),
+    Doc = parse(Bin),
+    Heads = [list_to_integer(V) || #xmlAttribute{value = V}
+                                       <- xpath("//svg[@class='sequence']/line[@class='lifeline']/@x1",
+                                                Doc)],
+    Col = lists:nth(2, Heads) - hd(Heads),
+    ?assert(Col > 190 andalso Col =< 460),
+    [begin
+         [Text] = xpath("text", G),
+         Label = texts(Text),
+         [TX] = [list_to_integer(V) || #xmlAttribute{value = V} <- xpath("@x", Text)],
+         Width = 7 * string:length(Label),
+         {Lo, Hi} = case xpath("line", G) of
+                        [] -> {TX, TX + Col - 36};                       % to itself
+                        [_] -> [X1, X2] = [list_to_integer(V) || At <- ["x1", "x2"],
+                                                                  #xmlAttribute{value = V}
+                                                                      <- xpath("line/@" ++ At, G)],
+                               {min(X1, X2), max(X1, X2)}
+                    end,
+         {L, R} = case xpath("line", G) of
+                      [] -> {TX, TX + Width};
+                      _ -> {TX - Width div 2, TX + Width div 2}
+                  end,
+         ?assert(L >= Lo andalso R =< Hi andalso L >= 0, {Label, L, R, Lo, Hi})
+     end || G <- arrows(Doc)],
+    ?assertMatch("short", texts(hd(xpath("text", lists:last(arrows(Doc)))))).
+
+%% One long first call does not squeeze the others into slivers: every
+%% call bar is a few pixels wide at least, and the bars keep their order
+%% in time.
+timeline_scale_test() ->
+    A = c:pid(0, 80, 0),
+    Long = [{trace_ts, A, call, {m, init, []}, 0},
+            {trace_ts, A, return_from, {m, init, 0}, ok, 1000000000}],
+    Short = lists:append([[{trace_ts, A, call, {m, f, [I]}, 1000000000 + I * 100000},
+                           {trace_ts, A, return_from, {m, f, 1}, ok, 1000000000 + I * 100000 + 10000}]
+                          || I <- lists:seq(1, 20)]),
+    {Bin, _} = html(Long ++ Short, #{}),
+    Doc = parse(Bin),
+    Bars = [{list_to_integer(X), list_to_integer(W)}
+            || R <- xpath("//svg[@class='timeline']//rect[@class='call']", Doc),
+               #xmlAttribute{value = X} <- xpath("@x", R), #xmlAttribute{value = W} <- xpath("@width", R)],
+    ?assertEqual(21, length(Bars)),
+    [?assert(W >= 4, {X, W}) || {X, W} <- Bars],
+    Xs = [X || {X, _} <- tl(lists:sort(Bars))],
+    ?assertEqual(Xs, lists:usort(Xs)),
+    %% The long call is still the longest.
+    {_, LongW} = hd(lists:sort(Bars)),
+    ?assert(lists:all(fun({_, W}) -> W < LongW end, tl(lists:sort(Bars)))).
+
+%% The table prints each event as tracekit_format prints the same events
+%% with the same options: records, short reference tags (as the CT hook's
+%% text file does).
+table_printing_test() ->
+    A = c:pid(0, 80, 0),
+    Ref = make_ref(),
+    Defs = #{{state, 2} => [count, items]},
+    Events = [{trace_ts, A, call, {m, handle, [{get, Ref}, {state, 1, #{}}]}, 1000},
+              {trace_ts, A, return_from, {m, handle, 2}, {reply, Ref, {state, 2, #{}}}, 2000},
+              {trace_ts, A, send, {Ref, ok}, Ref, 3000}],
+    Opts = #{records => Defs, short_refs => true},
+    {Bin, _} = html(Events, Opts),
+    Doc = parse(Bin),
+    Rows = [texts(lists:last(xpath("td", R))) || R <- rows(Doc)],
+    Expected = [unicode:characters_to_list(L)
+                || {_, L} <- tracekit_format:events(Events, Opts#{names => #{}})],
+    ?assertEqual(Expected, Rows),
+    [?assertNotEqual(nomatch, string:find(R, "#state{count = ")) || R <- lists:sublist(Rows, 2)],
+    [?assertNotEqual(nomatch, string:find(R, "#Ref<..")) || R <- Rows],
+    %% Without the options: tuples and whole references.
+    {Plain, _} = html(Events, #{}),
+    PlainRows = [texts(lists:last(xpath("td", R))) || R <- rows(parse(Plain))],
+    [?assertEqual(nomatch, string:find(R, "#state{")) || R <- PlainRows],
+    ?assertEqual({error, {bad_option, {short_refs, yes}}},
+                 tracekit_report:html([], #{short_refs => yes})).
+
 %% Sources and errors.
 sources_test() ->
     Path = filename:join(os:getenv("TMPDIR", "/tmp"),

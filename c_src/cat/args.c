@@ -12,20 +12,28 @@ void args_usage(FILE *to)
 {
     fputs("usage: tracekit-cat [options] FILE|WRAPSET...\n"
           "  Reads tracekit trace files (several: merged by time) and writes their events.\n"
-          "  --format F        text (default), jsonl, chrome, folded, dbg, html\n"
+          "  --format F        text (default): one event a line; dbg: dbg's trace port file\n"
+          "                    format, for dbg:trace_client(file, F)\n"
           "  -o, --output PATH write there instead of standard output\n"
-          "  --pid P           only events of process P (<0.84.0>, or a name it registered)\n"
+          "  --pid P           only events of process P as the text prints it (<0.84.0>), or\n"
+          "                    of the process that registered the name P in the trace\n"
           "  --tag T[,T...]    only events with these tags (send, call, seq_trace, ...)\n"
           "  --since TIME      only events at or after TIME\n"
           "  --until TIME      only events at or before TIME\n"
           "                    TIME: seconds since the epoch (1795384332.815), or\n"
           "                    YYYY-MM-DDTHH:MM:SS[.frac][Z|+HH:MM] (local time without a zone)\n"
           "  --node N          only events recorded on node N\n"
-          "  --depth N         text, html: how deep terms are printed (default 20)\n"
-          "  --line-length N   text, html: the longest line (default 240)\n"
-          "  --local-node N    text, html: whose pids print as <0.N.S> (default: the first file's node)\n"
+          "  --depth N         text: terms nested deeper than N print as ... (default 20)\n"
+          "  --line-length N   text: lines cut at N characters, ending in ... (default 240)\n"
           "  --help\n"
           "Filters of one kind may be given more than once (any of them); kinds combine.\n"
+          "A line of text: TIME [NODE] PROCESS TAG WHAT, TIME in UTC (the time the files are\n"
+          "merged by), NODE when the files are of several nodes; a line \"-- N events lost\"\n"
+          "where the writer could not keep events.\n"
+          "Chrome trace, JSON Lines, folded stacks and the HTML report are written by\n"
+          "tracekit_export and tracekit_report, from the same files:\n"
+          "  erl -noshell -pa TRACEKIT/ebin -eval \\\n"
+          "    'tracekit_export:chrome(\"calls.tkt\", \"calls.trace.json\"), halt().'\n"
           "Exit status: 0 done, 1 a damaged or cut file (the events before the damage are\n"
           "written), 2 bad arguments, 3 a file missing or unreadable, 4 not a trace file,\n"
           "5 the output could not be written.\n",
@@ -69,6 +77,17 @@ static bool fraction(const char **p, int64_t *ns)
     return true;
 }
 
+/* Seconds and nanoseconds as nanoseconds, when they fit (years 1678 to
+ * 2261). */
+static bool to_ns(long long sec, int64_t ns, int64_t *out)
+{
+    const long long max = INT64_MAX / 1000000000LL - 1;
+    if (sec > max || sec < -max)
+        return false;
+    *out = (int64_t)sec * 1000000000LL + ns;
+    return true;
+}
+
 /* A time: seconds since the epoch, or an ISO 8601 date and time. */
 static bool parse_time(const char *s, int64_t *out)
 {
@@ -81,8 +100,7 @@ static bool parse_time(const char *s, int64_t *out)
         p = end;
         if (errno || end == s || !fraction(&p, &frac) || *p)
             return false;
-        *out = sec * 1000000000LL + (sec < 0 ? -frac : frac);
-        return true;
+        return to_ns(sec, s[0] == '-' ? -frac : frac, out);
     }
     struct tm tm = {0};
     int n = 0;
@@ -110,8 +128,28 @@ static bool parse_time(const char *s, int64_t *out)
         }
         t = timegm(&tm) - sign * (hh * 3600 + mm * 60);
     }
-    *out = (int64_t)t * 1000000000LL + frac;
-    return true;
+    return to_ns((long long)t, frac, out);
+}
+
+/* --format: text or dbg; the exports are the Erlang side's. */
+static bool format(const char *v, cat_format *out)
+{
+    static const char *const exports[][2] = {{"chrome", "tracekit_export:chrome/2"},
+                                             {"jsonl", "tracekit_export:jsonl/2"},
+                                             {"folded", "tracekit_export:folded/2"},
+                                             {"html", "tracekit_report:write/2"}};
+    if (strcmp(v, "text") == 0 || strcmp(v, "dbg") == 0) {
+        *out = v[0] == 't' ? FMT_TEXT : FMT_DBG;
+        return true;
+    }
+    for (size_t k = 0; k < sizeof exports / sizeof *exports; k++)
+        if (strcmp(v, exports[k][0]) == 0) {
+            char why[128];
+            snprintf(why, sizeof why, "--format %s: it is written by %s (see below)", v,
+                     exports[k][1]);
+            return bad("%s", why);
+        }
+    return bad("unknown format %s (text, dbg)", v);
 }
 
 /* Appends the comma-separated items of s to a list. */
@@ -134,6 +172,17 @@ static void add_one(const char ***list, size_t *n, const char *s)
 {
     *list = xrealloc((void *)*list, (*n + 1) * sizeof **list);
     (*list)[(*n)++] = s;
+}
+
+void args_free(cat_args *a)
+{
+    for (size_t k = 0; k < a->ntags; k++)
+        free((void *)a->tags[k]);
+    free((void *)a->tags);
+    free((void *)a->pids);
+    free((void *)a->nodes);
+    free((void *)a->sources);
+    memset(a, 0, sizeof *a);
 }
 
 bool args_parse(int argc, char **argv, cat_args *a)
@@ -167,7 +216,7 @@ bool args_parse(int argc, char **argv, cat_args *a)
         const char *v = eq ? eq + 1 : NULL;
         static const char *const takes[] = {"--format", "--output", "-o", "--pid",
                                             "--tag", "--since", "--until", "--node",
-                                            "--depth", "--line-length", "--local-node"};
+                                            "--depth", "--line-length"};
         bool known = false;
         for (size_t k = 0; k < sizeof takes / sizeof *takes; k++)
             known |= strcmp(name, takes[k]) == 0;
@@ -179,13 +228,8 @@ bool args_parse(int argc, char **argv, cat_args *a)
             v = argv[++i];
         }
         if (strcmp(name, "--format") == 0) {
-            static const char *const names[] = {"text", "jsonl", "chrome", "folded", "dbg", "html"};
-            size_t k = 0;
-            while (k < 6 && strcmp(v, names[k]) != 0)
-                k++;
-            if (k == 6)
-                return bad("unknown format %s (text, jsonl, chrome, folded, dbg, html)", v);
-            a->format = (cat_format)k;
+            if (!format(v, &a->format))
+                return false;
         } else if (strcmp(name, "--output") == 0 || strcmp(name, "-o") == 0) {
             a->output = v;
         } else if (strcmp(name, "--pid") == 0) {
@@ -208,8 +252,6 @@ bool args_parse(int argc, char **argv, cat_args *a)
         } else if (strcmp(name, "--line-length") == 0) {
             if (!positive(v, &a->line_length))
                 return bad("--line-length: not a positive integer: %s", v);
-        } else if (strcmp(name, "--local-node") == 0) {
-            a->local_node = v;
         }
     }
     if (a->nsources == 0)

@@ -7,14 +7,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-typedef enum { FMT_TEXT, FMT_JSONL, FMT_CHROME, FMT_FOLDED, FMT_DBG, FMT_HTML } cat_format;
+typedef enum { FMT_TEXT, FMT_DBG } cat_format;
 
 typedef struct {
     cat_format format;
     const char *output;     /* NULL: stdout */
-    int depth, line_length; /* the text format's */
-    const char *local_node; /* NULL: the first file's node */
-    bool no_local;
+    int depth, line_length; /* the text's */
     /* filters: each list is OR'ed, the kinds AND'ed */
     const char **pids;
     size_t npids;
@@ -31,6 +29,7 @@ typedef struct {
 /* Parses argv; on a bad argument prints the reason and the usage to
  * stderr and returns false. --help prints the usage to stdout and exits. */
 bool args_parse(int argc, char **argv, cat_args *a);
+void args_free(cat_args *a);
 void args_usage(FILE *to);
 
 #endif

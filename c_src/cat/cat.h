@@ -3,13 +3,13 @@
  * tracekit-cat reads trace files (FORMAT.md) without a VM. The path of an
  * event: a file's events chunk (reader.c) -> each record decoded into the
  * external term format with ei (decode.c), the very tuple OTP's process
- * tracer would have sent -> the merge of all files by time (merge.c) ->
- * an output format: the term bytes as they are (dbg.c), or a tree of the
- * term (etf.c) that the text and JSON formats walk.
+ * tracer would have sent -> the merge of all files by time, and the
+ * filters (merge.c) -> an output: the term bytes as they are (dbg.c), or
+ * a tree of the term (etf.c) printed as a line of text (text.c, term.c).
  *
  * Memory: one events chunk per file, decoded; the term tree and the text
- * of one event; the dictionaries. Nothing grows with the number of events
- * (the registered names of the text format grow with the names seen).
+ * of one event; the dictionaries; the names registered in the trace.
+ * Nothing else grows with the number of events.
  */
 #ifndef TK_CAT_H
 #define TK_CAT_H
@@ -51,6 +51,8 @@ void sb_put(sbuf *b, const void *s, size_t n);
 void sb_str(sbuf *b, const char *s);
 void sb_ch(sbuf *b, char c);
 void sb_fmt(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* An integer in decimal. */
+void sb_int(sbuf *b, int64_t v);
 /* A code point as UTF-8. */
 void sb_utf8(sbuf *b, uint32_t c);
 
@@ -58,43 +60,53 @@ void sb_utf8(sbuf *b, uint32_t c);
  * overlong forms, no surrogates, at most U+10FFFF). Returns its byte
  * length and *c, or 0 if none starts at p. */
 size_t utf8_next(const unsigned char *p, size_t n, uint32_t *c);
-/* Code points in a UTF-8 text (bytes that do not decode count one each). */
-size_t utf8_count(const char *p, size_t n);
 
 /* ---- output (out.c) ------------------------------------------------------- */
 
-void out_open(int fd);
-void out_write(const void *p, size_t n);
-void out_str(const char *s);
-/* Flushes; false if writing failed (reported once, on stderr). */
-bool out_flush(void);
-bool out_failed(void);
+#define OUT_BUF (256u * 1024u)
 
-void die_errno(const char *what);
+/* Buffered writes to a file descriptor; the first failure is said once,
+ * on stderr, and what follows is not written. */
+typedef struct {
+    int fd;
+    size_t len;
+    bool failed;
+    unsigned char buf[OUT_BUF];
+} output;
+
+void out_init(output *o, int fd);
+void out_write(output *o, const void *p, size_t n);
+/* Flushes; false if writing failed. */
+bool out_flush(output *o);
+
+/* One line on stderr: "tracekit-cat: ...". */
 void cat_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- terms as trees (etf.c) ----------------------------------------------- */
 
 enum {
     T_NIL,
-    T_INT,   /* u.i */
-    T_BIG,   /* etf: SMALL_BIG_EXT / LARGE_BIG_EXT */
-    T_FLOAT, /* u.f */
-    T_ATOM,  /* u.p, n bytes; latin1 set for ATOM_EXT / SMALL_ATOM_EXT */
-    T_BIN,   /* u.p, n bytes; bits: bits of the last byte (0: all 8) */
-    T_LIST,  /* n elements, kids: n nodes then the tail */
-    T_TUPLE, /* n elements */
-    T_MAP,   /* n pairs: 2n nodes, key then value */
-    T_PID,   /* etf */
-    T_PORT,  /* etf */
-    T_REF,   /* etf */
-    T_FUN    /* etf */
+    T_INT,    /* u.i */
+    T_BIG,    /* an integer beyond 64 bits: u.p, n bytes of magnitude, little
+               * end first; neg */
+    T_FLOAT,  /* u.f */
+    T_ATOM,   /* u.p, n bytes; latin1 set for ATOM_EXT / SMALL_ATOM_EXT */
+    T_BIN,    /* u.p, n bytes; bits: bits of the last byte (0: all 8) */
+    T_LIST,   /* n elements, kids: n nodes then the tail */
+    T_TUPLE,  /* n elements */
+    T_MAP,    /* n pairs: 2n nodes, key then value */
+    T_PID,    /* etf */
+    T_PORT,   /* etf */
+    T_REF,    /* etf */
+    T_FUN,    /* a local fun: kids Module, Index, Uniq */
+    T_EXPORT  /* fun M:F/A: kids M, F, A */
 };
 
 typedef struct {
     uint8_t type;
     uint8_t latin1; /* T_ATOM */
     uint8_t bits;   /* T_BIN */
+    uint8_t neg;    /* T_BIG */
     uint32_t n;
     uint32_t kids;  /* containers: the index of the first child */
     union {
@@ -126,8 +138,17 @@ static inline const tnode *kid(const tree *t, const tnode *n, uint32_t i)
     return &t->v[n->kids + i];
 }
 
-/* Whether n is the atom `name`. */
-bool is_atom(const tnode *n, const char *name);
+/* Whether n is the atom `name` (ASCII: the same bytes in either
+ * encoding). */
+static inline bool is_atom(const tnode *n, const char *name)
+{
+    uint32_t k = 0;
+    if (n->type != T_ATOM)
+        return false;
+    while (k < n->n && name[k] != 0 && (unsigned char)name[k] == n->u.p[k])
+        k++;
+    return k == n->n && name[k] == 0;
+}
 /* The atom's text as UTF-8 into b. */
 void atom_text(sbuf *b, const tnode *n);
 
@@ -136,7 +157,6 @@ typedef struct {
     const unsigned char *node; /* atom text */
     size_t node_len;
     bool node_latin1;
-    uint32_t creation;
     uint32_t nid;      /* words in id[] */
     uint64_t id[5];    /* pid: num, serial; port: id; ref: the words */
 } ident;
@@ -158,8 +178,6 @@ typedef struct reader {
     bool open;
     /* header */
     char *node;       /* the node's name (UTF-8) */
-    char *machine;    /* what files of one machine share (FORMAT.md) */
-    size_t machine_len;
     tk_anchor ref;    /* the machine's reference anchor and rate */
     uint64_t hz;
     /* dictionary: entries as external terms without the version byte */
@@ -172,6 +190,7 @@ typedef struct reader {
     struct ei_x_buff_TAG *x;
     cat_event *evs;
     size_t nevs, evs_cap, next;
+    tree scratch;           /* decode.c: EXT terms checked on it */
     uint64_t lost;          /* events the writer refused (lost chunks) */
     uint64_t lost_reported; /* of them, already handed to the output */
 } reader;
@@ -180,7 +199,6 @@ typedef struct {
     const char *file;
     uint64_t offset;
     int status; /* CAT_* */
-    int err;    /* CAT_NOFILE: the errno of the open, or -1: no such file or wrap set */
     char why[160];
 } cat_failure;
 
@@ -197,66 +215,90 @@ bool readers_open(reader *rs, size_t n, char **files, cat_failure *f);
  * has, 0 when the file is done, -1 on a damaged chunk (f set). */
 int reader_fill(reader *r, cat_failure *f);
 void reader_close(reader *r);
+/* Closes the reader and frees what it holds. */
+void reader_free(reader *r);
 
 /* Appends the event tuple of one record to x (decode.c): 0, or -1 if
- * the record does not decode (as tk_dec_file_event refuses it). */
+ * the record does not decode (as tk_dec_file_event refuses it). r's
+ * scratch tree is used. */
 struct ei_x_buff_TAG;
-int decode_event(const reader *r, const unsigned char *rec, size_t len,
+int decode_event(reader *r, const unsigned char *rec, size_t len,
                  struct ei_x_buff_TAG *x);
 
-/* ---- the outputs ----------------------------------------------------------- */
-
-typedef struct {
-    int depth, line_length;
-    const char *local_node; /* whose pids print as <0.N.S>; NULL: none */
-    /* the registered name shown beside a pid (~tw), or NULL; NULL here:
-     * the names of names.c */
-    const char *(*names)(const tree *t, const tnode *p);
-} text_opts;
-
-typedef struct sink {
-    /* an event: the tuple's bytes (no version byte), its tree, its time,
-     * the node that recorded it */
-    void (*event)(struct sink *s, const unsigned char *etf, size_t len,
-                  const tree *t, const tnode *ev, int64_t time, const char *node);
-    /* events the writer refused, before the next event */
-    void (*lost)(struct sink *s, uint64_t n);
-    void (*finish)(struct sink *s);
-    bool needs_tree;
-} sink;
-
-sink *text_sink(const text_opts *o);
-/* One event in the shell's one-line format, cut at the line length, into
- * b (emptied first), no newline. */
-void text_line(sbuf *b, const tree *t, const tnode *ev, const text_opts *o);
-/* A timestamp as tracekit_format:time/1 shows it. */
-void text_time(sbuf *b, const tree *t, const tnode *stamp, const text_opts *o);
 /* ---- registered names seen in the trace (names.c) ------------------------- */
 
-/* Notes the name of a register event ({_, P, register, Name[, _]}, as
- * tracekit_file:format/2 does) before the event is shown. */
-void names_note(const tree *t, const tnode *ev, const text_opts *o);
-/* The name of P printed (~tw), or NULL. */
-const char *names_get(const tnode *p);
-sink *dbg_sink(void);
-/* The report (html.c) is told why reading stopped before it is finished. */
-void html_failed(const cat_failure *f);
-/* jsonl, chrome, folded (EXPORTS.md); NULL with an error printed when
- * the format cannot be written. */
-sink *export_sink(int format, const text_opts *o);
+/* The names processes registered in the trace itself, by the external
+ * form of the pid or port. */
+typedef struct {
+    struct name_slot *slots;
+    size_t nslots, used;
+} names;
 
-/* The text of one term as tracekit_format:term/2 prints it (~0tP with a
- * depth and a character limit) (pretty.c). */
-void pretty_term(sbuf *b, const tree *t, const tnode *n, int depth, int limit,
-                 bool unicode, const text_opts *o);
-/* ~w and ~tw (io_lib:write/1 with no depth). */
-void write_term(sbuf *b, const tree *t, const tnode *n, bool unicode,
-                const text_opts *o);
-/* An atom as io_lib:write_atom (unicode) or write_atom_as_latin1. */
-void write_atom(sbuf *b, const tnode *n, bool unicode);
-/* A float as io_lib_format:fwrite_g/1 (float_to_list(F, [short])). */
-void write_float(sbuf *b, double f);
-/* An integer of any size in decimal. */
-void write_int(sbuf *b, const tnode *n);
+/* Notes the name of a register event ({_, P, register, Name[, _]}) before
+ * the event is shown. */
+void names_note(names *nm, const tree *t, const tnode *ev);
+/* The name P registered, as an atom node's text, or NULL. */
+const char *names_get(const names *nm, const tnode *p);
+void names_free(names *nm);
+
+/* ---- term text (term.c) --------------------------------------------------- */
+
+/* How terms are printed: pids, ports and references of `home` (the node
+ * that recorded the event) as <0.N.S>; containers deeper than `depth`
+ * as ...; nothing written once the text passes `stop` bytes (the line is
+ * cut before that). */
+typedef struct {
+    const tree *t;
+    const char *home;
+    int depth;
+    size_t stop;
+} term_opts;
+
+void term_text(sbuf *b, const term_opts *o, const tnode *n);
+/* A term at a depth (the top term of a field is at depth 1). */
+void term_text_at(sbuf *b, const term_opts *o, const tnode *n, int depth);
+/* An atom, quoted when it has to be. */
+void term_atom(sbuf *b, const tnode *n);
+
+/* ---- outputs -------------------------------------------------------------- */
+
+/* An output format: the events in the order of the merge. */
+typedef struct sink sink;
+struct sink {
+    /* an event: the tuple's bytes (no version byte); its tree when
+     * needs_tree; its time; the file it came from */
+    void (*event)(sink *s, const unsigned char *etf, size_t len, const tree *t,
+                  const tnode *ev, int64_t time, const reader *from);
+    /* events the writer refused, before the next event of that file */
+    void (*lost)(sink *s, uint64_t n, const reader *from);
+    bool needs_tree;
+};
+
+/* dbg's trace port file framing. */
+typedef struct {
+    sink s;
+    output *out;
+} dbg_sink;
+
+void dbg_sink_init(dbg_sink *d, output *out);
+
+/* tracekit-cat's own text: one event a line (README.md). */
+typedef struct {
+    sink s;
+    output *out;
+    const names *nm;
+    int depth, line_length;
+    bool node_column; /* each line says its node: files of several nodes */
+    sbuf line;
+    int64_t second;         /* the second of the last line's time ... */
+    char second_text[40];   /* ... and its text */
+} text_sink;
+
+void text_sink_init(text_sink *x, output *out, const names *nm, int depth,
+                    int line_length, bool node_column);
+/* The process a line of text is about: the tracee of a trace event, the
+ * sender of a seq_trace send or print, the receiver of a receive; or
+ * NULL. */
+const tnode *event_process(const tree *t, const tnode *ev);
 
 #endif

@@ -16,10 +16,9 @@
 #include "tk_term.h"
 
 typedef struct {
-    const reader *r;
+    reader *r;
     tk_rbuf in;
     ei_x_buff *x;
-    tree scratch; /* to check EXT terms as binary_to_term would */
 } dec;
 
 static int term(dec *d);
@@ -60,9 +59,10 @@ static int ext(dec *d)
         return -1;
     /* binary_to_term must take all of it, and nothing more */
     size_t at = 1;
-    d->scratch.len = 0;
-    d->scratch.home = d->r->node;
-    if (etf_parse(&d->scratch, d->in.p, n, &at) < 0 || at != n)
+    tree *scratch = &d->r->scratch;
+    scratch->len = 0;
+    scratch->home = d->r->node;
+    if (etf_parse(scratch, d->in.p, n, &at) < 0 || at != n)
         return -1;
     int rc = raw(d->x, d->in.p + 1, n - 1);
     d->in.p += n;
@@ -156,19 +156,16 @@ static int field(dec *d, const tk_event *ev, tk_event_field f)
     return d->in.p == d->in.end ? 0 : -1;
 }
 
-int decode_event(const reader *r, const unsigned char *rec, size_t len,
-                 ei_x_buff *x)
+int decode_event(reader *r, const unsigned char *rec, size_t len, ei_x_buff *x)
 {
-    static tree scratch; /* kept between calls: its memory is reused */
     tk_event ev;
     if (tk_event_parse(rec, len, &ev) != 0)
         return -1;
-    dec d = {r, {rec, rec + len}, x, scratch};
+    dec d = {r, {rec, rec + len}, x};
     bool sq = ev.tag == TK_TAG_seq_trace;
     bool ts = ev.ts_kind != TK_TS_NONE;
     long arity = 3 + !sq + !!(ev.flags & TK_EV_EXTRA) + !!(ev.flags & TK_EV_MSR) +
                  !!(ev.flags & TK_EV_SCHED) + ts;
-    int rc = -1;
     if (ei_x_encode_tuple_header(x, arity) < 0 ||
         atom(x, sq ? "seq_trace" : ts ? "trace_ts" : "trace") < 0 ||
         field(&d, &ev, TK_F_TRACEE) < 0 ||
@@ -178,9 +175,6 @@ int decode_event(const reader *r, const unsigned char *rec, size_t len,
         ((ev.flags & TK_EV_MSR) && field(&d, &ev, TK_F_MSR) < 0) ||
         ((ev.flags & TK_EV_SCHED) && field(&d, &ev, TK_F_SCHED) < 0) ||
         (ts && field(&d, &ev, TK_F_TS) < 0))
-        goto out;
-    rc = 0;
-out:
-    scratch = d.scratch;
-    return rc;
+        return -1;
+    return 0;
 }

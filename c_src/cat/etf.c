@@ -1,8 +1,7 @@
 /* etf.c: the external term format into a tree of nodes.
  *
- * The text and JSON formats need to look at a term more than once (the
- * shell's format measures a term at several depths before it prints it),
- * so the event's bytes are parsed into an array of nodes first; atoms,
+ * The text and the filters look at an event's terms by position, so the
+ * event's bytes are parsed into an array of nodes first; atoms,
  * binaries and the identifiers of pids, ports, references and funs stay
  * where they are in the bytes (the node points at them). The tree is
  * reused from event to event: its memory is that of the largest event.
@@ -10,6 +9,7 @@
  * What binary_to_term/1 would refuse is refused here too, as far as the
  * printing needs it: cut data, unknown tags, atoms that are not UTF-8.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +18,10 @@
 /* Deeper than any term a trace file holds (records nest at most 200
  * deep, plus what an external term inside one may hold). */
 #define ETF_MAX_DEPTH 2000
+/* The numbers a VM makes: a local pid's below 2^28, a reference's first
+ * word below 2^18. */
+#define ETF_PID_LIMIT (1u << 28)
+#define ETF_REF_LIMIT (1u << 18)
 
 typedef struct {
     tree *t;
@@ -53,7 +57,7 @@ static bool valid_utf8(const unsigned char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
         uint32_t c;
-        size_t k = utf8_next(s + i, n - i, &c);
+        size_t k = s[i] < 0x80 ? 1 : utf8_next(s + i, n - i, &c);
         if (k == 0)
             return false;
         i += k;
@@ -137,15 +141,16 @@ static bool parse_seq(ps *p, size_t *at, uint32_t first, uint64_t n,
 }
 
 /* Big integers that fit in 64 bits become T_INT, as the VM makes them
- * small again. */
+ * small again; the others keep their magnitude (high zero digits, which
+ * binary_to_term drops, left out). */
 static void big_value(tnode *n, const unsigned char *digits, size_t nd, bool neg)
 {
-    n->type = T_BIG;
-    /* high zero digits say nothing (binary_to_term drops them): a T_BIG
-     * is never a value that fits in 64 bits, which the exports' term
-     * order and digests count on */
     while (nd > 0 && digits[nd - 1] == 0)
         nd--;
+    n->type = T_BIG;
+    n->u.p = digits;
+    n->n = (uint32_t)nd;
+    n->neg = neg;
     if (nd > 8)
         return;
     uint64_t m = 0;
@@ -160,6 +165,217 @@ static void big_value(tnode *n, const unsigned char *digits, size_t nd, bool neg
     }
 }
 
+/* Integers and floats. */
+static bool parse_number(const ps *p, size_t *at, tnode *n)
+{
+    size_t i = *at;
+    unsigned tag = p->b[i];
+    uint64_t count;
+    if (tag == 'a' || tag == 'b') { /* SMALL_INTEGER_EXT, INTEGER_EXT */
+        n->type = T_INT;
+        return small_int_at(p, at, &n->u.i);
+    }
+    if (tag == 'F') { /* NEW_FLOAT_EXT: binary_to_term refuses inf and NaN */
+        uint64_t w = 0;
+        if (!need(p, i, 9))
+            return false;
+        for (int k = 1; k <= 8; k++)
+            w = w << 8 | p->b[i + k];
+        memcpy(&n->u.f, &w, 8);
+        n->type = T_FLOAT;
+        *at = i + 9;
+        return isfinite(n->u.f);
+    }
+    if (tag == 'c') { /* FLOAT_EXT: 31 bytes of text */
+        char txt[32], *end;
+        if (!need(p, i, 32))
+            return false;
+        memcpy(txt, p->b + i + 1, 31);
+        txt[31] = 0;
+        n->u.f = strtod(txt, &end);
+        n->type = T_FLOAT;
+        *at = i + 32;
+        return end != txt && isfinite(n->u.f);
+    }
+    /* SMALL_BIG_EXT, LARGE_BIG_EXT */
+    if (!need(p, i, tag == 'n' ? 3 : 6))
+        return false;
+    count = tag == 'n' ? p->b[i + 1] : be32(p->b + i + 1);
+    i += tag == 'n' ? 2 : 5;
+    if (!need(p, i, 1 + count) || p->b[i] > 1)
+        return false;
+    big_value(n, p->b + i + 1, (size_t)count, p->b[i] == 1);
+    *at = i + 1 + count;
+    return true;
+}
+
+/* Tuples, lists and maps: their elements into nodes of their own. */
+static bool parse_container(ps *p, size_t *at, uint32_t slot, tnode *n, unsigned depth)
+{
+    size_t i = *at;
+    unsigned tag = p->b[i];
+    size_t head = tag == 'h' ? 2 : 5;
+    if (!need(p, i, head))
+        return false;
+    uint64_t count = tag == 'h' ? p->b[i + 1] : be32(p->b + i + 1);
+    uint64_t kids = tag == 't' ? 2 * count : tag == 'l' ? count + 1 : count;
+    i += head;
+    if (count > p->len - i || kids > p->len - i + 1) /* a byte per element at least */
+        return false;
+    n->type = tag == 't' ? T_MAP : tag == 'l' ? T_LIST : T_TUPLE;
+    n->n = (uint32_t)count;
+    n->kids = new_nodes(p->t, (size_t)kids);
+    p->t->v[slot] = *n;
+    if (!parse_seq(p, &i, n->kids, kids, depth))
+        return false;
+    *at = i;
+    return true;
+}
+
+/* STRING_EXT: a list of small integers. */
+static bool parse_string(ps *p, size_t *at, tnode *n)
+{
+    size_t i = *at;
+    if (!need(p, i, 3))
+        return false;
+    uint32_t count = be16(p->b + i + 1);
+    i += 3;
+    if (!need(p, i, count))
+        return false;
+    n->type = T_LIST;
+    n->n = count;
+    n->kids = new_nodes(p->t, (size_t)count + 1);
+    for (uint32_t k = 0; k < count; k++) {
+        tnode *e = &p->t->v[n->kids + k];
+        e->type = T_INT;
+        e->u.i = p->b[i + k];
+    }
+    p->t->v[n->kids + count].type = T_NIL;
+    *at = i + count;
+    return true;
+}
+
+/* BINARY_EXT, BIT_BINARY_EXT */
+static bool parse_binary(const ps *p, size_t *at, tnode *n)
+{
+    size_t i = *at;
+    bool bits = p->b[i] == 'M';
+    if (!need(p, i, bits ? 6 : 5))
+        return false;
+    uint64_t count = be32(p->b + i + 1);
+    n->bits = bits ? p->b[i + 5] : 0;
+    i += bits ? 6 : 5;
+    if (!need(p, i, count) || n->bits > 8 || (bits && (n->bits == 0) != (count == 0)))
+        return false;
+    if (n->bits == 8)
+        n->bits = 0;
+    n->type = T_BIN;
+    n->n = (uint32_t)count;
+    n->u.p = p->b + i;
+    *at = i + count;
+    return true;
+}
+
+/* Pids, ports and references (their numbers stay in the bytes: ident_of). */
+static bool parse_ident(const ps *p, size_t *at, tnode *n)
+{
+    size_t i = *at;
+    unsigned tag = p->b[i];
+    tnode node;
+    if (tag == 'X' || tag == 'g') { /* NEW_PID_EXT, PID_EXT */
+        i++;
+        if (!atom_at(p, &i, &node) || !need(p, i, tag == 'X' ? 12 : 9))
+            return false;
+        /* binary_to_term/1 in the node that made a pid refuses one of its
+         * own numbered 2^28 or more (no VM makes them). */
+        if (be32(p->b + i) >= ETF_PID_LIMIT && is_home(p, &node))
+            return false;
+        n->type = T_PID;
+        *at = i + (tag == 'X' ? 12 : 9);
+        return true;
+    }
+    if (tag == 'Y' || tag == 'x' || tag == 'f') { /* NEW_PORT_EXT, V4_PORT_EXT, PORT_EXT */
+        size_t rest = tag == 'Y' ? 8 : tag == 'x' ? 12 : 5;
+        i++;
+        if (!skip_atom(p, &i) || !need(p, i, rest))
+            return false;
+        n->type = T_PORT;
+        *at = i + rest;
+        return true;
+    }
+    if (tag == 'e') { /* REFERENCE_EXT */
+        i++;
+        if (!skip_atom(p, &i) || !need(p, i, 5) || be32(p->b + i) >= ETF_REF_LIMIT)
+            return false;
+        n->type = T_REF;
+        *at = i + 5;
+        return true;
+    }
+    /* NEWER_REFERENCE_EXT, NEW_REFERENCE_EXT */
+    if (!need(p, i, 3))
+        return false;
+    uint32_t count = be16(p->b + i + 1);
+    i += 3;
+    if (count == 0 || count > 5 || !atom_at(p, &i, &node) ||
+        !need(p, i, (tag == 'Z' ? 4 : 1) + 4 * (size_t)count))
+        return false;
+    i += tag == 'Z' ? 4 : 1;
+    /* A VM makes the first number of a reference in 18 bits; the old
+     * format may hold no other, and binary_to_term/1 in the node that
+     * made a NEWER one refuses another too. A reader outside the VM
+     * takes the file's own node for that node. */
+    if (be32(p->b + i) >= ETF_REF_LIMIT && (tag == 'r' || is_home(p, &node)))
+        return false;
+    n->type = T_REF;
+    *at = i + 4 * (size_t)count;
+    return true;
+}
+
+/* Funs: EXPORT_EXT (module, function, arity) and NEW_FUN_EXT (Size:32,
+ * Arity, Uniq:16/binary, Index:32, NumFree:32, Module, OldIndex, OldUniq,
+ * Pid, NumFree terms). binary_to_term/1 skips Size and takes the fields
+ * as they come, so that a wrong Size is no error: the fun ends where its
+ * fields do. The kids: M, F, A, or Module, Index, OldUniq. */
+static bool parse_fun(ps *p, size_t *at, uint32_t slot, tnode *n, unsigned depth)
+{
+    size_t i = *at;
+    bool local = p->b[i] == 'p';
+    n->type = local ? T_FUN : T_EXPORT;
+    n->n = 3;
+    n->kids = new_nodes(p->t, 3);
+    tnode *k = &p->t->v[n->kids];
+    if (!local) {
+        i++;
+        if (!atom_at(p, &i, &k[0]) || !atom_at(p, &i, &k[1]) ||
+            !small_int_at(p, &i, &k[2].u.i))
+            return false;
+        k[2].type = T_INT;
+        *at = i;
+        return true;
+    }
+    if (!need(p, i, 1 + 4 + 1 + 16 + 4 + 4))
+        return false;
+    uint32_t nfree = be32(p->b + i + 1 + 4 + 1 + 16 + 4);
+    k[1] = (tnode){.type = T_INT, .u.i = be32(p->b + i + 1 + 4 + 1 + 16)};
+    i += 1 + 4 + 1 + 16 + 4 + 4;
+    int64_t old_index;
+    if (!atom_at(p, &i, &k[0]) || !small_int_at(p, &i, &old_index) ||
+        !small_int_at(p, &i, &k[2].u.i))
+        return false;
+    k[2].type = T_INT;
+    p->t->v[slot] = *n;
+    /* The pid and the free variables are parsed into a node of their own
+     * that nothing points at (a fun prints without them). */
+    uint32_t scratch = new_nodes(p->t, 1);
+    if (parse(p, &i, scratch, depth + 1) < 0 || p->t->v[scratch].type != T_PID)
+        return false;
+    for (uint32_t f = 0; f < nfree; f++)
+        if (parse(p, &i, scratch, depth + 1) < 0)
+            return false;
+    *at = i;
+    return true;
+}
+
 static long parse(ps *p, size_t *at, uint32_t slot, unsigned depth)
 {
     size_t i = *at;
@@ -167,235 +383,43 @@ static long parse(ps *p, size_t *at, uint32_t slot, unsigned depth)
         return -1;
     tnode n = {0};
     n.etf = p->b + i;
-    unsigned tag = p->b[i];
-    uint64_t count;
-    switch (tag) {
-    case 'a': /* SMALL_INTEGER_EXT */
-    case 'b': /* INTEGER_EXT */
-        if (!small_int_at(p, &i, &n.u.i))
-            return -1;
-        n.type = T_INT;
+    bool ok;
+    switch (p->b[i]) {
+    case 'a': case 'b': case 'F': case 'c': case 'n': case 'o':
+        ok = parse_number(p, &i, &n);
         break;
-    case 'F': { /* NEW_FLOAT_EXT */
-        if (!need(p, i, 9))
-            return -1;
-        uint64_t w = 0;
-        for (int k = 1; k <= 8; k++)
-            w = w << 8 | p->b[i + k];
-        memcpy(&n.u.f, &w, 8);
-        n.type = T_FLOAT;
-        i += 9;
+    case 'd': case 's': case 'v': case 'w':
+        ok = atom_at(p, &i, &n);
         break;
-    }
-    case 'c': { /* FLOAT_EXT: 31 bytes of text */
-        char txt[32];
-        if (!need(p, i, 32))
-            return -1;
-        memcpy(txt, p->b + i + 1, 31);
-        txt[31] = 0;
-        char *end;
-        n.u.f = strtod(txt, &end);
-        if (end == txt)
-            return -1;
-        n.type = T_FLOAT;
-        i += 32;
+    case 'h': case 'i': case 'l': case 't':
+        ok = parse_container(p, &i, slot, &n, depth);
         break;
-    }
-    case 'd':
-    case 's':
-    case 'v':
-    case 'w':
-        if (!atom_at(p, &i, &n))
-            return -1;
-        break;
-    case 'h': /* SMALL_TUPLE_EXT */
-    case 'i': /* LARGE_TUPLE_EXT */
-        if (!need(p, i, tag == 'h' ? 2 : 5))
-            return -1;
-        count = tag == 'h' ? p->b[i + 1] : be32(p->b + i + 1);
-        i += tag == 'h' ? 2 : 5;
-        if (count > p->len - i) /* each element takes a byte at least */
-            return -1;
-        n.type = T_TUPLE;
-        n.n = (uint32_t)count;
-        n.kids = new_nodes(p->t, (size_t)count);
-        p->t->v[slot] = n;
-        if (!parse_seq(p, &i, n.kids, count, depth))
-            return -1;
-        goto done_container;
     case 'j': /* NIL_EXT */
         n.type = T_NIL;
         i++;
+        ok = true;
         break;
-    case 'k': { /* STRING_EXT: a list of small integers */
-        if (!need(p, i, 3))
-            return -1;
-        count = be16(p->b + i + 1);
-        i += 3;
-        if (!need(p, i, count))
-            return -1;
-        n.type = T_LIST;
-        n.n = (uint32_t)count;
-        n.kids = new_nodes(p->t, (size_t)count + 1);
-        for (uint64_t k = 0; k < count; k++) {
-            tnode *e = &p->t->v[n.kids + k];
-            e->type = T_INT;
-            e->u.i = p->b[i + k];
-            e->etf = NULL;
-        }
-        p->t->v[n.kids + count].type = T_NIL;
-        i += count;
+    case 'k':
+        ok = parse_string(p, &i, &n);
         break;
-    }
-    case 'l': /* LIST_EXT: n elements and a tail */
-        if (!need(p, i, 5))
-            return -1;
-        count = be32(p->b + i + 1);
-        i += 5;
-        if (count > p->len - i)
-            return -1;
-        n.type = T_LIST;
-        n.n = (uint32_t)count;
-        n.kids = new_nodes(p->t, (size_t)count + 1);
-        p->t->v[slot] = n;
-        if (!parse_seq(p, &i, n.kids, count + 1, depth))
-            return -1;
-        goto done_container;
-    case 'm': /* BINARY_EXT */
-    case 'M': /* BIT_BINARY_EXT */
-        if (!need(p, i, tag == 'm' ? 5 : 6))
-            return -1;
-        count = be32(p->b + i + 1);
-        n.bits = tag == 'M' ? p->b[i + 5] : 0;
-        i += tag == 'm' ? 5 : 6;
-        if (!need(p, i, count) || n.bits > 8 || (tag == 'M' && (n.bits == 0) != (count == 0)))
-            return -1;
-        if (n.bits == 8)
-            n.bits = 0;
-        n.type = T_BIN;
-        n.n = (uint32_t)count;
-        n.u.p = p->b + i;
-        i += count;
+    case 'm': case 'M':
+        ok = parse_binary(p, &i, &n);
         break;
-    case 'n': /* SMALL_BIG_EXT */
-    case 'o': /* LARGE_BIG_EXT */
-        if (!need(p, i, tag == 'n' ? 3 : 6))
-            return -1;
-        count = tag == 'n' ? p->b[i + 1] : be32(p->b + i + 1);
-        i += tag == 'n' ? 2 : 5;
-        if (!need(p, i, 1 + count) || p->b[i] > 1)
-            return -1;
-        big_value(&n, p->b + i + 1, (size_t)count, p->b[i] == 1);
-        i += 1 + count;
+    case 'X': case 'g': case 'Y': case 'x': case 'f': case 'Z': case 'r': case 'e':
+        ok = parse_ident(p, &i, &n);
         break;
-    case 't': /* MAP_EXT */
-        if (!need(p, i, 5))
-            return -1;
-        count = be32(p->b + i + 1);
-        i += 5;
-        if (2 * count > p->len - i)
-            return -1;
-        n.type = T_MAP;
-        n.n = (uint32_t)count;
-        n.kids = new_nodes(p->t, (size_t)(2 * count));
-        p->t->v[slot] = n;
-        if (!parse_seq(p, &i, n.kids, 2 * count, depth))
-            return -1;
-        goto done_container;
-    case 'X': /* NEW_PID_EXT */
-    case 'g': { /* PID_EXT */
-        i++;
-        tnode node;
-        if (!atom_at(p, &i, &node) || !need(p, i, tag == 'X' ? 12 : 9))
-            return -1;
-        /* binary_to_term/1 in the node that made a pid refuses one of its
-         * own numbered 2^28 or more (no VM makes them). */
-        if (be32(p->b + i) >= 1u << 28 && is_home(p, &node))
-            return -1;
-        i += tag == 'X' ? 12 : 9;
-        n.type = T_PID;
+    case 'p': case 'q':
+        ok = parse_fun(p, &i, slot, &n, depth);
         break;
-    }
-    case 'Y': /* NEW_PORT_EXT */
-    case 'x': /* V4_PORT_EXT */
-    case 'f': /* PORT_EXT */
-        i++;
-        if (!skip_atom(p, &i) || !need(p, i, tag == 'Y' ? 8 : tag == 'x' ? 12 : 5))
-            return -1;
-        i += tag == 'Y' ? 8 : tag == 'x' ? 12 : 5;
-        n.type = T_PORT;
-        break;
-    case 'Z': /* NEWER_REFERENCE_EXT */
-    case 'r': { /* NEW_REFERENCE_EXT */
-        if (!need(p, i, 3))
-            return -1;
-        count = be16(p->b + i + 1);
-        i += 3;
-        tnode node;
-        if (count == 0 || count > 5 || !atom_at(p, &i, &node) ||
-            !need(p, i, (tag == 'Z' ? 4 : 1) + 4 * count))
-            return -1;
-        i += tag == 'Z' ? 4 : 1;
-        /* A VM makes the first number of a reference in 18 bits; the old
-         * format may hold no other, and binary_to_term/1 in the node that
-         * made a NEWER one refuses another too. A reader outside the VM
-         * takes the file's own node for that node. */
-        if (be32(p->b + i) >= 1u << 18 && (tag == 'r' || is_home(p, &node)))
-            return -1;
-        i += 4 * count;
-        n.type = T_REF;
-        break;
-    }
-    case 'e': /* REFERENCE_EXT */
-        i++;
-        if (!skip_atom(p, &i) || !need(p, i, 5) || be32(p->b + i) >= 1u << 18)
-            return -1;
-        i += 5;
-        n.type = T_REF;
-        break;
-    case 'p': { /* NEW_FUN_EXT */
-        /* Size:32, Arity, Uniq:16/binary, Index:32, NumFree:32, Module,
-         * OldIndex, OldUniq, Pid, NumFree terms. binary_to_term/1 skips
-         * Size and takes the fields as they come, so that a wrong Size is
-         * no error: the fun ends where its fields do. */
-        if (!need(p, i, 1 + 4 + 1 + 16 + 4 + 4))
-            return -1;
-        uint32_t nfree = be32(p->b + i + 1 + 4 + 1 + 16 + 4);
-        i += 1 + 4 + 1 + 16 + 4 + 4;
-        int64_t ignored;
-        if (!skip_atom(p, &i) || !small_int_at(p, &i, &ignored) ||
-            !small_int_at(p, &i, &ignored))
-            return -1;
-        /* The pid and the free variables are parsed into nodes of their
-         * own that nothing points at (a fun prints without them). */
-        uint32_t scratch = new_nodes(p->t, 1);
-        if (parse(p, &i, scratch, depth + 1) < 0 || p->t->v[scratch].type != T_PID)
-            return -1;
-        for (uint32_t k = 0; k < nfree; k++)
-            if (parse(p, &i, scratch, depth + 1) < 0)
-                return -1;
-        n.type = T_FUN;
-        break;
-    }
-    case 'q': { /* EXPORT_EXT: module, function, arity */
-        int64_t arity;
-        i++;
-        if (!skip_atom(p, &i) || !skip_atom(p, &i) || !small_int_at(p, &i, &arity))
-            return -1;
-        n.type = T_FUN;
-        break;
-    }
     default:
         /* compressed terms, atom cache references and local pids never
          * come out of term_to_binary/1 without options */
-        return -1;
+        ok = false;
     }
+    if (!ok)
+        return -1;
     n.etf_len = (uint32_t)(p->b + i - n.etf);
     p->t->v[slot] = n;
-    *at = i;
-    return slot;
-done_container:
-    p->t->v[slot].etf_len = (uint32_t)(p->b + i - n.etf);
     *at = i;
     return slot;
 }
@@ -405,13 +429,6 @@ long etf_parse(tree *t, const unsigned char *buf, size_t len, size_t *at)
     ps p = {t, buf, len};
     uint32_t root = new_nodes(t, 1);
     return parse(&p, at, root, 0);
-}
-
-bool is_atom(const tnode *n, const char *name)
-{
-    size_t k = strlen(name);
-    /* names asked for are ASCII: the same bytes in either encoding */
-    return n->type == T_ATOM && n->n == k && memcmp(n->u.p, name, k) == 0;
 }
 
 void atom_text(sbuf *b, const tnode *n)
@@ -448,19 +465,12 @@ bool ident_of(const tnode *n, ident *o)
         o->nid = 2;
         o->id[0] = be32(q);
         o->id[1] = be32(q + 4);
-        o->creation = tag == 'X' ? be32(q + 8) : q[8];
         return true;
     case T_PORT:
         o->node = ident_atom(e + 1, &o->node_len, &o->node_latin1);
         q = o->node + o->node_len;
         o->nid = 1;
-        if (tag == 'x') {
-            o->id[0] = (uint64_t)be32(q) << 32 | be32(q + 4);
-            o->creation = be32(q + 8);
-        } else {
-            o->id[0] = be32(q);
-            o->creation = tag == 'Y' ? be32(q + 4) : q[4];
-        }
+        o->id[0] = tag == 'x' ? (uint64_t)be32(q) << 32 | be32(q + 4) : be32(q);
         return true;
     case T_REF:
         if (tag == 'e') {
@@ -468,19 +478,12 @@ bool ident_of(const tnode *n, ident *o)
             q = o->node + o->node_len;
             o->nid = 1;
             o->id[0] = be32(q);
-            o->creation = q[4];
             return true;
         }
         count = be16(e + 1);
         o->node = ident_atom(e + 3, &o->node_len, &o->node_latin1);
         q = o->node + o->node_len;
-        if (tag == 'Z') {
-            o->creation = be32(q);
-            q += 4;
-        } else {
-            o->creation = q[0];
-            q += 1;
-        }
+        q += tag == 'Z' ? 4 : 1; /* the creation */
         o->nid = count;
         for (uint32_t k = 0; k < count; k++)
             o->id[k] = be32(q + 4 * k);

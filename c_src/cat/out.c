@@ -2,39 +2,29 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cat.h"
 
-#define OUT_BUF (256u * 1024u)
-
-static struct {
-    int fd;
-    unsigned char buf[OUT_BUF];
-    size_t len;
-    bool failed;
-} out = {1, {0}, 0, false};
-
-void out_open(int fd)
+void out_init(output *o, int fd)
 {
-    out.fd = fd;
-    out.len = 0;
-    out.failed = false;
+    o->fd = fd;
+    o->len = 0;
+    o->failed = false;
 }
 
-static void drain(const unsigned char *p, size_t n)
+static void drain(output *o, const unsigned char *p, size_t n)
 {
-    while (n > 0 && !out.failed) {
-        ssize_t w = write(out.fd, p, n);
+    while (n > 0 && !o->failed) {
+        ssize_t w = write(o->fd, p, n);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
             /* A closed pipe (head, less) is the reader's choice: quiet. */
             if (errno != EPIPE)
                 cat_error("writing the output: %s", strerror(errno));
-            out.failed = true;
+            o->failed = true;
             return;
         }
         p += w;
@@ -42,37 +32,27 @@ static void drain(const unsigned char *p, size_t n)
     }
 }
 
-void out_write(const void *p, size_t n)
+void out_write(output *o, const void *p, size_t n)
 {
-    if (out.failed)
+    if (o->failed)
         return;
-    if (out.len + n > OUT_BUF) {
-        drain(out.buf, out.len);
-        out.len = 0;
+    if (o->len + n > OUT_BUF) {
+        drain(o, o->buf, o->len);
+        o->len = 0;
         if (n > OUT_BUF) {
-            drain(p, n);
+            drain(o, p, n);
             return;
         }
     }
-    memcpy(out.buf + out.len, p, n);
-    out.len += n;
+    memcpy(o->buf + o->len, p, n);
+    o->len += n;
 }
 
-void out_str(const char *s)
+bool out_flush(output *o)
 {
-    out_write(s, strlen(s));
-}
-
-bool out_flush(void)
-{
-    drain(out.buf, out.len);
-    out.len = 0;
-    return !out.failed;
-}
-
-bool out_failed(void)
-{
-    return out.failed;
+    drain(o, o->buf, o->len);
+    o->len = 0;
+    return !o->failed;
 }
 
 void cat_error(const char *fmt, ...)
@@ -83,10 +63,4 @@ void cat_error(const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     fprintf(stderr, "tracekit-cat: %s\n", line);
-}
-
-void die_errno(const char *what)
-{
-    cat_error("%s: %s", what, strerror(errno));
-    exit(CAT_OUTPUT);
 }

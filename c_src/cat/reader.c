@@ -21,7 +21,6 @@ static void fail(cat_failure *f, const char *file, uint64_t off, int status,
     f->file = file;
     f->offset = off;
     f->status = status;
-    f->err = 0;
     snprintf(f->why, sizeof f->why, "%s", why);
 }
 
@@ -78,7 +77,6 @@ bool source_files(const char *src, char ***files, size_t *n, size_t *cap,
     if (*n == first) {
         errno = ENOENT;
         fail(f, src, 0, CAT_NOFILE, "no such file or wrap set");
-        f->err = -1;
         return false;
     }
     qsort(*files + first, *n - first, sizeof **files, by_name);
@@ -96,16 +94,11 @@ static bool node_u64(const tnode *n, uint64_t *v)
         *v = (uint64_t)n->u.i;
         return true;
     }
-    if (n->type != T_BIG)
-        return false;
-    const unsigned char *e = n->etf;
-    size_t nd = e[0] == 'n' ? e[1] : ((size_t)e[1] << 24 | (size_t)e[2] << 16 | (size_t)e[3] << 8 | e[4]);
-    const unsigned char *sign = e + (e[0] == 'n' ? 2 : 5);
-    if (*sign != 0 || nd > 8)
+    if (n->type != T_BIG || n->neg || n->n > 8)
         return false;
     uint64_t m = 0;
-    for (size_t k = nd; k > 0; k--)
-        m = m << 8 | sign[k];
+    for (size_t k = n->n; k > 0; k--)
+        m = m << 8 | n->u.p[k - 1];
     *v = m;
     return true;
 }
@@ -193,9 +186,7 @@ bool readers_open(reader *rs, size_t n, char **files, cat_failure *f)
         r->index = (unsigned)k;
         int rc = tk_tread_open(&r->r, files[k]);
         if (rc == -1) {
-            int e = errno;
-            fail(f, files[k], 0, CAT_NOFILE, strerror(e));
-            f->err = e;
+            fail(f, files[k], 0, CAT_NOFILE, strerror(errno));
             return false;
         }
         if (rc == -2) {
@@ -346,4 +337,18 @@ void reader_close(reader *r)
     if (r->open)
         tk_tread_close(&r->r);
     r->open = false;
+}
+
+void reader_free(reader *r)
+{
+    reader_close(r);
+    if (r->x != NULL)
+        ei_x_free(r->x);
+    free(r->x);
+    free(r->node);
+    free(r->dict);
+    free(r->dict_off);
+    free(r->evs);
+    free(r->scratch.v);
+    memset(r, 0, sizeof *r);
 }

@@ -85,6 +85,20 @@ void sb_fmt(sbuf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
+void sb_int(sbuf *b, int64_t v)
+{
+    char d[24];
+    size_t n = 0;
+    uint64_t m = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        d[sizeof d - ++n] = (char)('0' + m % 10);
+        m /= 10;
+    } while (m > 0);
+    if (v < 0)
+        d[sizeof d - ++n] = '-';
+    sb_put(b, d + sizeof d - n, n);
+}
+
 void sb_utf8(sbuf *b, uint32_t c)
 {
     char u[4];
@@ -141,17 +155,4 @@ size_t utf8_next(const unsigned char *p, size_t n, uint32_t *c)
         return 0;
     *c = v;
     return len;
-}
-
-size_t utf8_count(const char *p, size_t n)
-{
-    size_t count = 0;
-    const unsigned char *u = (const unsigned char *)p;
-    for (size_t i = 0; i < n;) {
-        uint32_t c;
-        size_t k = utf8_next(u + i, n - i, &c);
-        i += k ? k : 1;
-        count++;
-    }
-    return count;
 }

@@ -7,15 +7,19 @@
 //   - the folded export in speedscope: the same frames, the processes as
 //     root frames;
 //   - the HTML report of the sample suite's failing case: one arrow per
-//     message in the sequence diagram, labelled, and one table row per
-//     event;
+//     message in the sequence diagram, labelled, one table row per event,
+//     printed as the hook's text file prints it (short references);
+//   - the report of a hand-made trace: replies whose sender was not traced
+//     drawn from the server the call went to, no reply label on a request,
+//     every label within its arrow's lifelines and on the page, and every
+//     call of the timeline visible beside one long call.
 //   - the latency drawings of calls of known durations, as an SVG export
 //     and in a report: a drawing per function, its bars holding every
 //     call that returned (blue) or raised (red), on a log scale whose
 //     decades are evenly spaced, the bars within the measured minimum and
 //     maximum, and the percentile marks where their values are.
 // Usage: node check.cjs VIEWERS_DIR OUT_DIR SHOTS_DIR|-
-// OUT_DIR holds workload.json, workload.folded, report.html and the
+// OUT_DIR holds workload.trace.json, workload.folded, report.html and the
 // *.expect.json written by tracekit_viewers.erl. Exit status 0 when every
 // check holds.
 'use strict';
@@ -81,7 +85,7 @@ async function chromeExport(browser) {
   const expect = readJson('workload.expect.json');
   const page = await browser.newPage();
   await page.setViewport({width: 1400, height: 800});
-  await openInSpeedscope(page, path.join(outDir, 'workload.json'));
+  await openInSpeedscope(page, path.join(outDir, 'workload.trace.json'));
   // Every profile: one per track (process, and its scheduling track).
   const first = await profileTitle(page);
   check('speedscope loaded the Chrome export', first !== null, 'no profile title');
@@ -100,8 +104,10 @@ async function chromeExport(browser) {
   }
   check('each track is grouped under its node',
         names.every(n => n.startsWith('nonode@nohost (pid 1), ')), JSON.stringify(names));
-  // The server's calls are in its profile, the first one.
-  check('the first profile is the server', first.name.includes(expect.tracks[0]), first.name);
+  // The server's calls are in its profile, the first one: the busiest
+  // process, though the client's event comes first in the trace.
+  check('the first profile is the busiest process, the server',
+        first.name.includes(expect.tracks[0]), first.name);
   await page.keyboard.press('1');
   await sleep(500);
   await shot(page, 'speedscope-chrome.png');
@@ -147,6 +153,7 @@ async function report(browser) {
       lost: document.querySelectorAll('svg.sequence .lost').length,
       hovers: rows.map(g => g.querySelector(':scope > title').textContent),
       tableRows: document.querySelectorAll('#event-table tbody tr').length,
+      tableText: [...document.querySelectorAll('#event-table tbody td.e')].map(td => td.textContent),
       svgs: document.querySelectorAll('svg').length,
       // The arrows are drawn: each has a box on the page.
       drawn: rows.filter(g => { const b = g.getBBox(); return b.width > 20 && b.height > 0; }).length,
@@ -160,6 +167,9 @@ async function report(browser) {
   check('each arrow shows its seq_trace serial on hover',
         seen.hovers.every(h => /serial \[\d+,\d+\]/.test(h)), JSON.stringify(seen.hovers));
   check(`the event table has ${expect.rows} rows`, seen.tableRows === expect.rows, seen.tableRows);
+  check('the event table prints references as the text file does (short tags)',
+        seen.tableText.some(t => t.includes('#Ref<..')) &&
+        !seen.tableText.some(t => t.includes('#Ref<0.')), JSON.stringify(seen.tableText));
   check('the report has its two drawings (diagram, timeline)', seen.svgs === 2, seen.svgs);
   check('the report loads nothing and raises nothing',
         errors.length === 0 && requests.every(u => u.startsWith('file://') || u.startsWith('data:')),
@@ -246,6 +256,56 @@ async function latency(browser) {
   }
 }
 
+async function drawing(browser) {
+  const expect = readJson('drawing.expect.json');
+  const page = await browser.newPage();
+  await page.setViewport({width: 1300, height: 900});
+  await page.goto('file://' + path.join(outDir, 'drawing.html'), {waitUntil: 'load'});
+  const seen = await page.evaluate(() => {
+    const lifelines = [...document.querySelectorAll('svg.sequence line.lifeline')]
+      .map(l => +l.getAttribute('x1'));
+    const col = lifelines.length > 1 ? lifelines[1] - lifelines[0] : 0;
+    const rows = [...document.querySelectorAll('svg.sequence g.row')].map(g => {
+      const text = g.querySelector(':scope > text');
+      const line = g.querySelector(':scope > line.msg');
+      const loop = g.querySelector(':scope > path.msg');
+      const b = text.getBBox();
+      let lo, hi, x1 = null, x2 = null;
+      if (line) {
+        x1 = +line.getAttribute('x1');
+        x2 = +line.getAttribute('x2');
+        lo = Math.min(x1, x2) - 2;
+        hi = Math.max(x1, x2) + 2;
+      } else {
+        lo = +text.getAttribute('x') - 36;
+        hi = lo + col;
+      }
+      return {label: text.textContent, x1, x2, left: b.x, right: b.x + b.width, lo, hi};
+    });
+    const heads = [...document.querySelectorAll('svg.sequence g.head text')].map(t => t.textContent);
+    const calls = [...document.querySelectorAll('svg.timeline rect.call')]
+      .map(r => r.getBoundingClientRect().width);
+    return {rows, heads, calls};
+  });
+  check('the drawing report labels calls and replies',
+        JSON.stringify(seen.rows.slice(0, 4).map(r => r.label)) === JSON.stringify(expect.arrows),
+        JSON.stringify(seen.rows.map(r => r.label)));
+  check('a request tagged with a reference has no reply label',
+        seen.rows[expect.request] && !seen.rows[expect.request].label.startsWith('reply'),
+        seen.rows[expect.request] && seen.rows[expect.request].label);
+  check('replies come from the server the call went to, not from (untraced)',
+        expect.replies.every(([r, c]) => Math.abs(seen.rows[r].x1 - seen.rows[c].x2) <= 2) &&
+        !seen.heads.some(h => h.includes('untraced')), JSON.stringify(seen.heads));
+  const out = seen.rows.filter(r => r.left < r.lo || r.right > r.hi || r.left < 0);
+  check('every label stays between its lifelines and on the page', out.length === 0,
+        JSON.stringify(out));
+  check(`the timeline draws the ${expect.calls} calls, each visible (4 px or more)`,
+        seen.calls.length === expect.calls && seen.calls.every(w => w >= 4),
+        JSON.stringify(seen.calls));
+  await shot(page, 'report-drawing.png', {fullPage: true});
+  await page.close();
+}
+
 (async () => {
   const started = Date.now();
   const browser = await puppeteer.launch({
@@ -258,6 +318,7 @@ async function latency(browser) {
     await foldedExport(browser);
     await report(browser);
     await latency(browser);
+    await drawing(browser);
   } catch (e) {
     check('the viewers ran', false, e && e.stack);
   } finally {
