@@ -142,17 +142,20 @@ merged_order(_Config) ->
         %% node's measured offset. Within a node the events come in the
         %% order the tracer recorded them, which for processes on
         %% different schedulers can differ from their timestamps' by the
-        %% time between the VM's timestamp and the record; nothing is out
-        %% of order by more than that (a merge that let one node's batch
-        %% go before another's would be, by the length of a batch: 18 ms
-        %% here with the horizon check left out). That time is short,
-        %% except in a VM under AddressSanitizer (make test-nif-asan),
-        %% where it took 5.4 ms: there it is only logged.
+        %% time between the VM's timestamp and the record: short, but as
+        %% long as the OS keeps that scheduler's thread off its core (48
+        %% ms seen on this loaded machine), so only a few events of the
+        %% run are out of order by more than 1 ms. A merge that let one
+        %% node's batch go before another's puts every event of the other
+        %% nodes in that time out of order, by up to the length of a
+        %% batch (18 ms here with the horizon check left out): hundreds of
+        %% them. The count is judged, the longest only logged.
         Times = [tracekit_nodes:event_time(E) - element(1, maps:get(node(element(2, E)), Clocks))
                  || E <- Events],
-        Late = lateness(Times),
-        ct:log("events out of timestamp order by at most ~p us", [Late]),
-        ?assert(Late < 1000 orelse os:getenv("ASAN_OPTIONS") =/= false),
+        {Late, LateEvents} = lateness(Times, 1000),
+        ct:log("events out of timestamp order by at most ~p us; ~p of them by more than "
+               "1 ms", [Late, LateEvents]),
+        ?assert(LateEvents =< 3 * N div 200),
         %% The same machine: the offsets are within their error bounds of 0
         %% (and the bounds small).
         [?assert(abs(Off) =< Err + 1000 andalso Err < 50000)
@@ -161,10 +164,14 @@ merged_order(_Config) ->
         stop_peers(Peers)
     end.
 
-%% How far the times go back at most.
-lateness([T | Ts]) ->
-    {_, Late} = lists:foldl(fun(X, {Max, L}) -> {max(Max, X), max(L, Max - X)} end, {T, 0}, Ts),
-    Late.
+%% How far the times go back at most, and how many go back by more than
+%% Us.
+lateness([T | Ts], Us) ->
+    {_, Late, Count} = lists:foldl(fun(X, {Max, L, C}) ->
+                                           {max(Max, X), max(L, Max - X),
+                                            C + if Max - X > Us -> 1; true -> 0 end}
+                                   end, {T, 0, 0}, Ts),
+    {Late, Count}.
 
 lines_show_their_node(Config) ->
     Io = ?config(io, Config),
