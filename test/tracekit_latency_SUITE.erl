@@ -2,7 +2,8 @@
 %% against a full trace of the same run, recursion, exceptions, processes
 %% moving between 8 schedulers mid-call, processes that exit mid-call,
 %% calls that never return, bounds, a full ring, tracekit's own work,
-%% reloads of the module while tracing, bad input, and two peer nodes
+%% reloads of the module while tracing, bad input, a tracer dropped
+%% unclosed (its memory back at once), and two peer nodes
 %% merged exactly.
 -module(tracekit_latency_SUITE).
 
@@ -15,7 +16,8 @@
          migrating_processes/1, exit_mid_call/1, never_returning_call/1,
          deep_recursion/1, bounds/1, full_rings_never_pair_wrongly/1,
          table_at_the_shell/1, own_work_is_not_measured/1, reload_while_tracing/1,
-         bad_input/1, two_peer_nodes/1, callbacks_with_any_terms/1]).
+         bad_input/1, two_peer_nodes/1, callbacks_with_any_terms/1,
+         dropped_tracer_gives_memory_back/1]).
 %% The traced functions, and what runs on other nodes.
 -export([sleeper/1, cpu/1, rec/2, even/1, odd/1, boom/1, forever/0, fast/1, hop/1,
          migrating_run/1, workers/2]).
@@ -29,7 +31,8 @@ all() ->
     [known_durations_match_a_full_trace, recursion, exceptions_apart, migrating_processes,
      exit_mid_call, never_returning_call, deep_recursion, bounds,
      full_rings_never_pair_wrongly, table_at_the_shell, own_work_is_not_measured,
-     reload_while_tracing, bad_input, two_peer_nodes, callbacks_with_any_terms].
+     reload_while_tracing, bad_input, two_peer_nodes, callbacks_with_any_terms,
+     dropped_tracer_gives_memory_back].
 
 init_per_suite(Config) ->
     {module, _} = code:ensure_loaded(tracekit_latency),
@@ -364,8 +367,50 @@ full_rings_never_pair_wrongly(_Config) ->
 %% The VM's memory; 0 where it cannot say (the sanitizer build's VM runs
 %% with +Mea min, whose allocators do not count).
 memory() ->
-    try erlang:memory(total)
+    memory(total).
+
+memory(Kind) ->
+    try erlang:memory(Kind)
     catch error:notsup -> 0
+    end.
+
+%% A tracer nobody holds any more (its session destroyed, never closed,
+%% garbage collected): its rings go back to the VM at once, not when the
+%% next tracer is made or the library unloaded.
+dropped_tracer_gives_memory_back(_Config) ->
+    Size = 32 bsl 20,
+    Rings = Size * maps:get(schedulers, tracekit_latency:limits()),
+    M0 = memory(system),
+    Self = self(),
+    {_, Mon} = spawn_monitor(fun() ->
+                                     {ok, L} = tracekit_latency:new(#{size => Size}),
+                                     S = trace:session_create(dropped, {tracekit_latency, L}, []),
+                                     1 = trace:process(S, self(), true, [call, procs]),
+                                     1 = trace:function(S, {?MODULE, fast, 1},
+                                                        [{'_', [], [{exception_trace}]}], [local]),
+                                     [?MODULE:fast(I) || I <- lists:seq(1, 100)],
+                                     true = trace:session_destroy(S),
+                                     Self ! {held, memory(system)}
+                             end),
+    M1 = receive {held, M} -> M after 60000 -> error(no_tracer) end,
+    receive {'DOWN', Mon, process, _, normal} -> ok end,
+    erlang:garbage_collect(),
+    ct:log("system memory ~p before, ~p with the tracer (rings ~p)", [M0, M1, Rings]),
+    case M0 of
+        0 ->
+            {comment, "the VM does not count its memory here (+Mea min)"};
+        _ ->
+            ?assert(M1 - M0 >= Rings),
+            Back = fun() -> memory(system) - M0 < Rings div 4 end,
+            until(Back, 100),
+            ?assert(Back())
+    end.
+
+until(Pred, 0) -> Pred();
+until(Pred, N) ->
+    case Pred() of
+        true -> true;
+        false -> timer:sleep(50), until(Pred, N - 1)
     end.
 
 %% At the shell: a table every second with the function, its count and

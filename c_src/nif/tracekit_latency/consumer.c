@@ -84,8 +84,13 @@ static void *consumer_main(void *arg)
         enif_mutex_lock(c->ctl);
         bool stop = c->stop, discard = c->discard;
         enif_mutex_unlock(c->ctl);
-        if (discard)
+        if (discard) {
+            /* Nobody else can reach the data now (the resource is gone):
+             * the rings' memory goes back at once, not when a reaper
+             * joins this thread (the next new/1, the library's unload). */
+            lat_core_free_data(c);
             break;
+        }
         if (stop) {
             finish(c);
             break;
@@ -225,24 +230,31 @@ void lat_consumer_reap(bool all)
     }
 }
 
-void lat_core_free(lat_core *c)
+void lat_core_free_data(lat_core *c)
 {
     for (unsigned i = 0; i < TK_THREAD_SLOTS; i++) {
-        tk_ring *r = atomic_load(&c->producers[i]);
+        tk_ring *r = atomic_exchange(&c->producers[i], NULL);
         if (r != NULL) {
             tk_ring_destroy(r);
             tk_mem_aligned_free(r);
         }
     }
-    for (unsigned i = 0; i < c->pool_n; i++) {
+    for (unsigned i = 0; c->pool != NULL && i < c->pool_n; i++) {
         if (c->pool[i] != NULL) {
             tk_ring_destroy(c->pool[i]);
             tk_mem_aligned_free(c->pool[i]);
         }
     }
     tk_mem_free(c->pool);
+    c->pool = NULL;
     tk_merge_destroy(&c->merge);
     tk_lat_free(c->lat);
+    c->lat = NULL;
+}
+
+void lat_core_free(lat_core *c)
+{
+    lat_core_free_data(c);
     if (c->cond != NULL)
         enif_cond_destroy(c->cond);
     if (c->ctl != NULL)

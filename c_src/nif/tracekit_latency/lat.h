@@ -119,6 +119,9 @@ void lat_consumer_orphan(lat_core *c);
 void lat_consumer_reap(bool all);
 /* Takes what the rings hold into the histograms (under c->lock). */
 void lat_consumer_round(lat_core *c);
+/* Frees the rings, the pairing and the histograms (each once); the
+ * thread of an orphan does it before it exits. */
+void lat_core_free_data(lat_core *c);
 void lat_core_free(lat_core *c);
 
 /* snapshot.c */

@@ -22,6 +22,9 @@ static void lat_dtor(ErlNifEnv *env, void *obj)
         atomic_store(&r->core->closed, true);
         lat_consumer_orphan(r->core);
     }
+    /* The threads of earlier orphans that have exited are joined (at
+     * once: none is waited for). */
+    lat_consumer_reap(false);
 }
 
 static lat_core *core_of(const lat_lib *lib, ErlNifEnv *env, ERL_NIF_TERM t)
