@@ -112,8 +112,15 @@ merge_latency(A, B) ->
       nested => maps:get(nested, A, 0) + maps:get(nested, B, 0)}.
 
 %% @doc `ok' when a term is a well-formed histogram (as another node may
-%% send one): buckets sorted, in the layout, their counts adding up.
+%% send one): its numbers within what the library counts (count, minimum
+%% and maximum below 2^64, sum below 2^128, so that every figure of
+%% {@link summary/1} is a float), buckets sorted, in the layout, their
+%% counts adding up.
 -spec check(term()) -> ok | {error, string()}.
+check(#{count := N, sum := S, min := Min, max := Max})
+  when is_integer(N), is_integer(S), is_integer(Min), is_integer(Max),
+       (N >= 1 bsl 64 orelse S >= 1 bsl 128 orelse Max >= 1 bsl 64) ->
+    {error, "count, min or max not below 2^64, or sum not below 2^128"};
 check(#{count := N, sum := S, min := Min, max := Max, buckets := B})
   when is_integer(N), N >= 0, is_integer(S), S >= 0, is_integer(Min), Min >= 0,
        is_integer(Max), Max >= Min, is_list(B) ->

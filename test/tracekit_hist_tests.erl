@@ -121,7 +121,19 @@ check_test() ->
     ?assertMatch({error, _}, tracekit_hist:check(Good#{buckets := [{1, 1}, {99999, 1}]})),
     ?assertMatch({error, _}, tracekit_hist:check(Good#{buckets := [{1, 0}, {2, 2}]})),
     ?assertMatch({error, _}, tracekit_hist:check(Good#{min := 5, max := 1})),
-    ?assertMatch({error, _}, tracekit_hist:check(x)).
+    ?assertMatch({error, _}, tracekit_hist:check(x)),
+    %% Numbers the library cannot count (another node's answer): refused,
+    %% so that summary/1 never meets a number past a float.
+    One = hist([5]),
+    ?assertMatch({error, "count, min or max" ++ _},
+                 tracekit_hist:check(One#{max := 1 bsl 2000, sum := 1 bsl 2000})),
+    ?assertMatch({error, _}, tracekit_hist:check(One#{sum := 1 bsl 128})),
+    ?assertMatch({error, _}, tracekit_hist:check(One#{max := 1 bsl 64})),
+    ?assertEqual(ok, tracekit_hist:check(One#{max := (1 bsl 64) - 1, sum := (1 bsl 128) - 1})),
+    ?assertMatch(#{max := Max} when is_float(Max),
+                 tracekit_hist:summary(#{returns => One#{max := (1 bsl 64) - 1,
+                                                         sum := (1 bsl 128) - 1},
+                                         exceptions => tracekit_hist:empty()})).
 
 bad_samples_test() ->
     ?assertMatch({error, {bad_sample, -1, _}}, tracekit_latency:histogram([1, -1])),
