@@ -233,8 +233,8 @@ latency_options(Opts) when is_map(Opts) ->
                                                  "measures every call until max_time or "
                                                  "tracekit:stop/0,1", [K]));
                          false -> lists:flatten(io_lib:format(
-                                                  "unknown option ~tw; known for latency: ~ts",
-                                                  [K, lists:join(", ", [atom_to_list(X)
+                                                  "unknown option ~0tP; known for latency: ~ts",
+                                                  [K, 5, lists:join(", ", [atom_to_list(X)
                                                                         || X <- Own ++ Shared])]))
                      end}};
         [] ->

@@ -483,6 +483,10 @@ bad_input(_Config) ->
                  tracekit:latency(spec(fast, 1), #{max_frames => -1})),
     ?assertMatch({error, {bad_option, {threshold, 5}, "unknown option threshold" ++ _}},
                  tracekit:latency(spec(fast, 1), #{threshold => 5})),
+    %% An option named by a large term: the sentence names it shortly.
+    {error, {bad_option, _, Long}} = tracekit:latency(spec(fast, 1),
+                                                      #{lists:seq(1, 100000) => 1}),
+    ?assertMatch("unknown option [1,2,3,4|...]; known for latency: " ++ _, Long),
     ?assertMatch({error, {bad_option, {max_time, 0}, _}},
                  tracekit:latency(spec(fast, 1), #{max_time => 0})),
     ?assertMatch({error, {bad_process, _, _}},
