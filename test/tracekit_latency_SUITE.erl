@@ -17,7 +17,7 @@
          deep_recursion/1, bounds/1, full_rings_never_pair_wrongly/1,
          table_at_the_shell/1, own_work_is_not_measured/1, reload_while_tracing/1,
          bad_input/1, two_peer_nodes/1, callbacks_with_any_terms/1,
-         dropped_tracer_gives_memory_back/1]).
+         dropped_tracer_gives_memory_back/1, close_takes_every_record/1]).
 %% The traced functions, and what runs on other nodes.
 -export([sleeper/1, cpu/1, rec/2, even/1, odd/1, boom/1, forever/0, fast/1, hop/1,
          migrating_run/1, workers/2]).
@@ -32,7 +32,7 @@ all() ->
      exit_mid_call, never_returning_call, deep_recursion, bounds,
      full_rings_never_pair_wrongly, table_at_the_shell, own_work_is_not_measured,
      reload_while_tracing, bad_input, two_peer_nodes, callbacks_with_any_terms,
-     dropped_tracer_gives_memory_back].
+     dropped_tracer_gives_memory_back, close_takes_every_record].
 
 init_per_suite(Config) ->
     {module, _} = code:ensure_loaded(tracekit_latency),
@@ -169,11 +169,15 @@ known_durations_match_a_full_trace(_Config) ->
                                                {max, 100, Apart}, {min, 0, 0}]]),
          ct:log("~w: worst relative difference ~.4f %", [F, 100 * Worst])
      end || F <- [sleeper, cpu]],
-    %% The three groups of sleeps are apart: the 1 ms ones below p50, the
-    %% 20 ms ones above p90.
+    %% What the sleeps' percentiles cannot be below, however loaded the
+    %% machine (a sleep never ends early): p50 a 1 ms one, p90 a 5 ms one
+    %% (50 of the 150 sleep 5 ms or more), the maximum a 20 ms one. (How
+    %% far above depends on the OS: on a loaded machine 6 of the shorter
+    %% sleeps took more than 20 ms. That the percentiles are right is
+    %% judged above, against the full trace.)
     #{p50 := P50, p90 := P90, max := Max} = fn(Sum, sleeper, 1),
-    ?assert(P50 < 5000 * 1.1 andalso P50 >= 1000),
-    ?assert(P90 >= 5000 andalso P90 < 20000),
+    ?assert(P50 >= 1000),
+    ?assert(P90 >= 5000),
     ?assert(Max >= 20000),
     #{counters := #{unmatched := 0, unfinished := 0, dropped := 0}} = Sum.
 
@@ -373,6 +377,34 @@ memory(Kind) ->
     try erlang:memory(Kind)
     catch error:notsup -> 0
     end.
+
+%% close/1 returns once every record written is taken and paired, however
+%% far the consumer thread is behind: processes on every scheduler write
+%% calls and returns by hand as fast as they can (more than the thread
+%% takes in a few rounds), and the tracer is closed at once.
+close_takes_every_record(_Config) ->
+    MFA = {?MODULE, fast, 1},
+    Burst = fun(L) ->
+                    Me = self(),
+                    [begin
+                         ok = tracekit_latency:trace_call(call, L, Me, {?MODULE, fast, [I]}, #{}),
+                         ok = tracekit_latency:trace_call(return_from, L, Me, MFA, #{})
+                     end || I <- lists:seq(1, 50000)],
+                    ok
+            end,
+    [begin
+         {ok, L} = tracekit_latency:new(#{size => 16 bsl 20}),
+         Ws = workers([fun() -> Burst(L) end
+                       || _ <- lists:seq(1, erlang:system_info(schedulers_online))], self()),
+         ok = go(Ws),
+         ok = tracekit_latency:close(L),
+         #{counters := #{written := W, taken := T, dropped := 0, measured := M}} =
+             tracekit_latency:read(L),
+         ct:log("round ~w: ~w records written, ~w taken, ~w measured", [K, W, T, M]),
+         ?assertEqual(W, T),
+         ?assertEqual(W div 2, M)
+     end || K <- lists:seq(1, 10)],
+    ok.
 
 %% A tracer nobody holds any more (its session destroyed, never closed,
 %% garbage collected): its rings go back to the VM at once, not when the

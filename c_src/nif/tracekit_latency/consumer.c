@@ -4,9 +4,10 @@
  * hands them to tk_lat, which pairs them into the histograms; a round
  * holds the data lock for at most ROUND_LIMIT records per ring, so that
  * read/1 never waits long. A round that found little sleeps IDLE_NS.
- * close/1 asks it to stop: it takes what is left (twice, after a pause,
- * for the events the VM was recording when tracing stopped), makes the
- * calls still open unfinished, and exits.
+ * close/1 asks it to stop: it takes everything left (in as many rounds
+ * as that needs, again after a pause for the events the VM was recording
+ * when tracing stopped), makes the calls still open unfinished, and
+ * exits.
  *
  * A thread runs code of the library that started it: every thread a
  * library started is stopped before the library is unloaded (the last
@@ -65,12 +66,21 @@ static uint64_t round_locked(lat_core *c)
     return n;
 }
 
+/* Rounds until one finds the rings empty: a round takes at most
+ * ROUND_LIMIT records of each ring, and a thread that was kept off its
+ * core may be far behind. Nothing is written after the tracer is closed
+ * but by callbacks that had passed that check: the loop ends. */
+static void take_all(lat_core *c)
+{
+    while (round_locked(c) > 0)
+        ;
+}
+
 static void finish(lat_core *c)
 {
-    round_locked(c);
+    take_all(c);
     nap(GRACE_NS);
-    round_locked(c);
-    round_locked(c);
+    take_all(c);
     enif_mutex_lock(c->lock);
     tk_lat_finish(c->lat);
     c->finished = true;
@@ -168,10 +178,10 @@ void lat_consumer_stop(lat_core *c)
         (void)join(c); /* (the caller holds the resource: not an orphan) */
     /* No thread (never started, or stopped when its library went away):
      * the caller finishes the data itself. */
+    if (!c->finished)
+        take_all(c);
     enif_mutex_lock(c->lock);
     if (!c->finished) {
-        lat_consumer_round(c);
-        lat_consumer_round(c);
         tk_lat_finish(c->lat);
         c->finished = true;
     }
@@ -206,8 +216,12 @@ void lat_consumer_reap(bool all)
         lat_core *c = *at;
         enif_mutex_lock(c->ctl);
         bool orphan = c->discard, exited = c->thread_exited;
-        if (all && !c->discard)
-            c->stop = true; /* a live tracer: it finishes its data */
+        if (all && !c->discard) {
+            /* A live tracer: closed first (its events are taken by nobody
+             * after), then it finishes its data. */
+            atomic_store(&c->closed, true);
+            c->stop = true;
+        }
         enif_mutex_unlock(c->ctl);
         if (!all && !(orphan && exited)) {
             at = &c->next;
@@ -223,7 +237,6 @@ void lat_consumer_reap(bool all)
         lat_core *c = done;
         done = c->next;
         c->next = NULL;
-        /* A live tracer's events are taken by nobody now. */
         atomic_store(&c->closed, true);
         if (join(c))
             lat_core_free(c);
