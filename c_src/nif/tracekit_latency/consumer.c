@@ -72,8 +72,15 @@ static uint64_t round_locked(lat_core *c)
  * but by callbacks that had passed that check: the loop ends. */
 static void take_all(lat_core *c)
 {
-    while (round_locked(c) > 0)
-        ;
+    for (bool more = true; more;) {
+        enif_mutex_lock(c->lock);
+        uint64_t before = c->taken;
+        lat_consumer_round(c);
+        /* (Records staged and held back by the merge's bound go out in
+         * the next round.) */
+        more = c->taken != before || tk_merge_staged(&c->merge) > 0;
+        enif_mutex_unlock(c->lock);
+    }
 }
 
 static void finish(lat_core *c)
