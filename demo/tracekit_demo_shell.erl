@@ -1,6 +1,7 @@
 %% @doc The part of `make demo' that shows tracing at the shell
 %% ({@link tracekit}): a small key-value server is traced by call specs and
-%% by its messages, then a burst of a million calls shows the limits.
+%% by its messages, then a burst of a million calls shows the limits, and
+%% the latency of the server's calls is measured under load.
 %% Each step prints the shell command it stands for, then what tracekit
 %% printed.
 -module(tracekit_demo_shell).
@@ -9,7 +10,7 @@
 
 -export([main/0]).
 %% The traced server and function.
--export([init/1, handle_call/3, handle_cast/2, tick/1]).
+-export([init/1, handle_call/3, handle_cast/2, tick/1, lookup/1]).
 
 %% @doc Runs this part of the demonstration, printing to standard output.
 -spec main() -> ok.
@@ -39,6 +40,15 @@ main() ->
     ticks(1, 1000000),
     wait(T3),
 
+    %% Clients asking for keys, one of them slow to look up.
+    Clients = [spawn(fun() -> client(Key) end) || Key <- [color, size, archive, color]],
+    shell("tracekit:latency([\"tracekit_demo_shell:handle_call/3\", \"tracekit_demo_shell:lookup/1\"], "
+          "#{max_time => 2500})."),
+    {ok, T4} = result(tracekit:latency(["tracekit_demo_shell:handle_call/3",
+                                        "tracekit_demo_shell:lookup/1"], #{max_time => 2500})),
+    wait(T4),
+    [exit(C, kill) || C <- Clients],
+
     shell("tracekit:calls(\"tracekit_demo_shell:handle_call({get, K}) when K > 1\")."),
     {error, _} = result(tracekit:calls("tracekit_demo_shell:handle_call({get, K}) when K > 1")),
     shell("tracekit:calls(\"tracekit_demo_shell:handle_call(Req, _, _) when Size > 1\")."),
@@ -58,6 +68,12 @@ wait(T) ->
     Mon = monitor(process, T),
     receive {'DOWN', Mon, process, T, _} -> ok end.
 
+%% A client of demo_kv: a request for Key every millisecond or so.
+client(Key) ->
+    _ = gen_server:call(demo_kv, {get, Key}),
+    timer:sleep(1),
+    client(Key).
+
 ticks(I, N) when I > N -> ok;
 ticks(I, N) -> _ = tick(I), ticks(I + 1, N).
 
@@ -68,6 +84,8 @@ tick(I) -> I.
 init(State) -> {ok, State}.
 
 %% @private
+handle_call({get, archive}, _From, State) ->
+    {reply, ?MODULE:lookup(archive), State};
 handle_call({get, Key}, _From, State) ->
     {reply, maps:get(Key, State, undefined), State};
 handle_call({put, Key, Value}, _From, State) ->
@@ -75,3 +93,8 @@ handle_call({put, Key, Value}, _From, State) ->
 
 %% @private
 handle_cast(_, State) -> {noreply, State}.
+
+%% @private A slow lookup: 2 ms, now and then 10.
+lookup(archive) ->
+    timer:sleep(case rand:uniform(20) of 1 -> 10; _ -> 2 end),
+    old.

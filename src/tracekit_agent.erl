@@ -1,8 +1,8 @@
 %% @private
 %% @doc The part of a trace that runs on each node traced, the calling
 %% node's included: a process that owns the node's trace session and its
-%% sink (a ring, or a trace file) and hands the events to the trace when
-%% asked ({@link tracekit_proto} has the messages). This is the one place
+%% sink (a ring, a trace file, or a latency tracer) and hands the events
+%% (or the histograms) to the trace when asked ({@link tracekit_proto} has the messages). This is the one place
 %% where tracekit creates trace sessions.
 %%
 %% Setting up is ordered so that tracekit never traces itself: the sink is
@@ -67,8 +67,8 @@ init(Starter, Ref, Trace, #{sink := SinkSpec} = Plan) ->
 
 %%% The sink -------------------------------------------------------------------
 
-%% A ring or a trace file, paused: nothing is recorded until the session
-%% is set up (tracekit's own processes taken out).
+%% A ring, a trace file or a latency tracer, paused: nothing is recorded
+%% until the session is set up (tracekit's own processes taken out).
 open_sink(#{kind := ring, size := Size, payload := Payload, policy := Policy}, _Janitor) ->
     case tracekit_ring:new(#{size => Size, payload => Payload, policy => Policy}) of
         {ok, R} -> ok = tracekit_ring:set(R, #{paused => true}), {ok, {ring, R}};
@@ -90,6 +90,11 @@ open_sink(#{kind := file, where := Where, size := Size, payload := Payload,
             end;
         {error, _} = E ->
             E
+    end;
+open_sink(#{kind := latency, options := Opts}, _Janitor) ->
+    case tracekit_latency:new(Opts#{paused => true}) of
+        {ok, L} -> {ok, {latency, L}};
+        {error, _} = E -> E
     end.
 
 %% The file of this node: where it was asked for, or in a private
@@ -115,13 +120,16 @@ temp_dir() ->
     end.
 
 tracer({ring, R}) -> {tracekit_ring, R};
-tracer({file, F, _, _}) -> {tracekit_file, F}.
+tracer({file, F, _, _}) -> {tracekit_file, F};
+tracer({latency, L}) -> {tracekit_latency, L}.
 
 resume({ring, R}) -> tracekit_ring:set(R, #{paused => false});
-resume({file, F, _, _}) -> tracekit_file:set(F, #{paused => false}).
+resume({file, F, _, _}) -> tracekit_file:set(F, #{paused => false});
+resume({latency, L}) -> tracekit_latency:resume(L).
 
 close_sink({ring, R}) -> ok = tracekit_ring:close(R);
-close_sink({file, F, _, _}) -> ok = tracekit_file:close(F).
+close_sink({file, F, _, _}) -> ok = tracekit_file:close(F);
+close_sink({latency, L}) -> ok = tracekit_latency:close(L).
 
 %%% The session ----------------------------------------------------------------
 
@@ -271,10 +279,13 @@ batch({ring, R}, Max, Horizon) ->
         end,
     {events, Events, H, counters({ring, R}), names(Events)};
 batch({file, _, _, _} = Sink, _Max, _Horizon) ->
-    {file, counters(Sink)}.
+    {file, counters(Sink)};
+batch({latency, L}, _Max, Horizon) ->
+    {latency, tracekit_latency:read(L), case Horizon of closed -> closed; _ -> Horizon end}.
 
 counters({ring, R}) -> tracekit_ring:stats(R);
-counters({file, F, _, _}) -> tracekit_file:stats(F).
+counters({file, F, _, _}) -> tracekit_file:stats(F);
+counters({latency, L}) -> tracekit_latency:stats(L).
 
 %% The registered names of this node's processes the events mention.
 names(Events) ->

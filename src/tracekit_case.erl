@@ -7,7 +7,7 @@
 %% body, the HTML report and the Mermaid diagrams.
 -module(tracekit_case).
 
--export([record/2, recorded/1, start_names/1, seq_token/1, write/3]).
+-export([record/2, recorded/1, start_names/1, seq_token/1, nodes_opts/1, write/3]).
 
 %% @doc Starts the recording of a case: a trace (tracekit_trace, as the
 %% shell's) that keeps the last `events' events in overwrite rings, goes
@@ -44,7 +44,7 @@ record(#{calls := Calls, messages := M, procs := P, seq_trace := Seq} = Opts, Ma
             end
     end.
 
-%% With `nodes': every node named (those that cannot take part are left
+%% @doc With `nodes': every node named (those that cannot take part are left
 %% out, and said so), or with `all' every node connected now or later.
 nodes_opts(#{nodes := all}) ->
     #{nodes => all, follow => true, bad_node => skip};
@@ -165,7 +165,9 @@ write(Base, #{events := All, lost := Lost, opts := Opts, tc_pid := TcPid, mark :
     TextOpts = text_opts(maps:get(records, Rec, []), Events, Opts, FOpts),
     Lines = [[node_prefix(E, Opts), Line, $\n]
              || {E, Line} <- tracekit_format:events(Events, TextOpts)],
-    ok = tracekit_private:write_file(Base ++ ".txt", unicode:characters_to_binary([Header, Lines])),
+    ok = tracekit_private:write_file(Base ++ ".txt",
+                                     unicode:characters_to_binary([Header, Lines,
+                                                                   slowest_text(Rec)])),
     Diagrams = [diagram(Base ++ ".messages.mmd", "messages",
                         message_arrows(Events, FOpts), Names, FOpts)
                 || maps:get(messages, Opts)]
@@ -174,7 +176,9 @@ write(Base, #{events := All, lost := Lost, opts := Opts, tc_pid := TcPid, mark :
     Note = io_lib:format("~w events of the ~ts body (~w earlier events lost)",
                          [length(Events), What, Lost]),
     {Report, Problems} = report(Base ++ ".html", Events, [Title, io_lib:format(" (~w)", [Outcome])],
-                                Note, Lost, Names, TextOpts),
+                                Note, Lost, Names,
+                                TextOpts#{latency => maps:get(latency, Rec, none),
+                                          slowest => maps:get(slowest, Opts, 10)}),
     {length(Events), [{Base ++ ".txt", "events"} | Report] ++ Diagrams, Problems}.
 
 %% The text file's options: records (of the suite, the modules of the
@@ -241,12 +245,37 @@ is_proc_event(E, Pid) ->
 %% text file prints (records, short references); a failure to write it
 %% is said and leaves the other files.
 report(File, Events, Title, Note, Lost, Names, FOpts) ->
+    Latency = case FOpts of
+                  #{latency := none} -> #{};
+                  #{latency := H, slowest := N} ->
+                      #{latency => H, latency_opts => #{sort => max, max => N}}
+              end,
     Opts = maps:merge(maps:with([depth, line_length, records, short_refs, syntax], FOpts),
-                      #{title => ["tracekit: ", Title], note => Note, lost => Lost,
-                        names => Names}),
+                      Latency#{title => ["tracekit: ", Title], note => Note, lost => Lost,
+                               names => Names}),
     case tracekit_report:write(Events, File, Opts) of
         {ok, _} -> {[{File, "HTML report"}], []};
         {error, Why} -> {[], [{File, Why}]}
+    end.
+
+%% The slowest functions of the case (by their slowest call), after its
+%% events (with the hook's `latency').
+slowest_text(#{latency := H, opts := #{slowest := N, latency := Specs}} = Rec) ->
+    C = maps:get(latency_counters, Rec, #{}),
+    Secs = maps:get(latency_seconds, Rec, 0),
+    View = #{functions => H, nodes => #{}, counters => C, seconds => Secs,
+             previous => #{}, interval => Secs},
+    ["\nslowest functions of the case, by their slowest call (tracekit:latency of ",
+     spec_text(Specs), "; ", integer_to_list(maps:get(measured, C, 0)), " calls measured, ",
+     integer_to_list(maps:get(unfinished, C, 0)), " unfinished):\n",
+     tracekit_latency_view:lines(View, #{lines => N, sort => max})];
+slowest_text(_) ->
+    "".
+
+spec_text(Specs) ->
+    case tracekit_spec:parse(Specs) of
+        {ok, Cs} -> lists:join(", ", [tracekit_spec:format(C) || C <- Cs]);
+        {error, _} -> io_lib:format("~0tP", [Specs, 10])
     end.
 
 diagram(File, What, Arrows, Names, FOpts) ->

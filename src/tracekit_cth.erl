@@ -59,6 +59,13 @@
 %%   of all nodes are merged by their timestamps into one trace, each line
 %%   beginning with its node; seq_trace flows across nodes show in the
 %%   diagram (each node's system seq tracer is used).</dd>
+%% <dt>`latency'</dt><dd>call specs as for {@link tracekit:latency/2}:
+%%   the latency of those calls is measured in every process while the
+%%   case runs, and the files of a failing case get the slowest of those
+%%   functions (by their slowest call): a table in the text file, a
+%%   Latency section in the HTML report (a log-scaled histogram per
+%%   function).</dd>
+%% <dt>`slowest'</dt><dd>how many of those functions (default 10).</dd>
 %% <dt>`groups', `testcases'</dt><dd>maps from a group or test case name
 %%   to options that apply there on top of the others.</dd>
 %% </dl>
@@ -86,15 +93,18 @@
                   line_length => pos_integer(),
                   records => boolean() | [module()],
                   nodes => all | [node()],
+                  latency => tracekit_spec:spec(),
+                  slowest => pos_integer(),
                   groups => #{atom() => opts()},
                   testcases => #{atom() => opts()}}.
 
 -define(DEFAULTS, #{calls => [], processes => [testcase], messages => true,
                     procs => true, seq_trace => true, events => 1000,
                     ring_size => 1 bsl 20, always => false, depth => 20,
-                    line_length => 240, records => true}).
+                    line_length => 240, records => true, latency => [], slowest => 10}).
 -define(KEYS, [calls, processes, messages, procs, seq_trace, events,
-               ring_size, always, depth, line_length, records, nodes, groups, testcases]).
+               ring_size, always, depth, line_length, records, nodes, latency, slowest,
+               groups, testcases]).
 
 %% What is being recorded for the running case, and what waits to be
 %% written if the case turns out to have failed.
@@ -194,9 +204,16 @@ on_tc_skip(_Suite, _TC, _Reason, State) ->
 %% @private
 terminate(#state{current = Cur}) ->
     case Cur of
-        #{recorder := R} -> _ = tracekit:stop(R), ok;
+        #{} -> stop_traces(Cur);
         _ -> ok
     end.
+
+%% The case's recording and latency trace, stopped (their summaries left
+%% unread).
+stop_traces(Cur) ->
+    _ = [tracekit:stop(T) || K <- [recorder, latency_trace], T <- [maps:get(K, Cur, none)],
+                             is_pid(T)],
+    ok.
 
 guarded(Fun, State) ->
     try Fun()
@@ -228,18 +245,25 @@ start_case(Suite, TC, Cfg, ok, #state{opts = Base} = St0) ->
             St;
         {ok, Opts} ->
             Mark = {Suite, TC, 1},
+            Latency = latency(Opts, TC),
             case tracekit_case:record(Opts, Mark) of
-                nothing ->
+                nothing when Latency =:= none ->
                     St;
                 {error, Why} ->
                     log_error("not recording ~tw: ~tp", [TC, Why]),
+                    _ = [tracekit:stop(Latency) || is_pid(Latency)],
                     St;
-                {ok, R} ->
+                Recording ->
+                    R = case Recording of
+                            {ok, Pid} -> Pid;
+                            nothing -> none
+                        end,
                     %% The token after the recording is started: the
                     %% recording's own messages are not part of the flow.
                     tracekit_case:seq_token(Opts),
                     St#state{current = #{suite => Suite, tc => TC,
-                                         recorder => R, opts => Opts,
+                                         recorder => R, latency_trace => Latency,
+                                         opts => Opts,
                                          tc_pid => self(), mark => Mark,
                                          names => tracekit_case:start_names(Opts),
                                          logfile => proplists:get_value(tc_logfile, Cfg)}}
@@ -247,9 +271,23 @@ start_case(Suite, TC, Cfg, ok, #state{opts = Base} = St0) ->
     end.
 
 drop_current(#state{current = none} = St) -> St;
-drop_current(#state{current = #{recorder := R}} = St) ->
-    _ = tracekit:stop(R),
+drop_current(#state{current = Cur} = St) ->
+    ok = stop_traces(Cur),
     St#state{current = none}.
+
+%% The latency trace of a case (with `latency'), or none. It goes on when
+%% the test case process is killed, as the recording does.
+latency(#{latency := []}, _TC) ->
+    none;
+latency(#{latency := Specs} = Opts, TC) ->
+    case tracekit:latency_trace(Specs, #{print => false, max_time => infinity},
+                                maps:merge(#{watch => false}, tracekit_case:nodes_opts(Opts))) of
+        {ok, T} ->
+            T;
+        {error, Why} ->
+            log_error("not measuring the latency of ~tw: ~tp", [TC, Why]),
+            none
+    end.
 
 %% The options of one case: the hook's, then its groups' (outermost
 %% first), then its own, then what its config says.
@@ -319,7 +357,9 @@ option_problem(records, V) ->
     valid(records, is_boolean(V) orelse (is_list(V) andalso is_proper(V)
                                          andalso lists:all(fun is_atom/1, V)),
           "true, false or a list of modules");
-option_problem(calls, _) ->
+option_problem(slowest, V) ->
+    valid(slowest, is_integer(V) andalso V > 0, "a positive integer");
+option_problem(K, _) when K =:= calls; K =:= latency ->
     ok.                                 % tracekit_spec says what is wrong
 
 valid(_K, true, _What) -> ok;
@@ -338,12 +378,29 @@ stop_recorder(#state{current = #{recorder := R, tc := TC} = Cur} = St)
             #{tc_pid := Pid} when Pid =:= self() -> seq_trace:set_token([]);
             _ -> ok
         end,
-    case tracekit:stop(R) of
-        {ok, Summary} ->
-            St#state{current = maps:merge(Cur, tracekit_case:recorded(Summary))};
-        {error, Why} ->
-            log_error("the recorder of ~tw was gone: ~tp", [TC, Why]),
-            St#state{current = none}
+    Latency = case maps:get(latency_trace, Cur, none) of
+                  none -> #{};
+                  L -> case tracekit:stop(L) of
+                           {ok, #{histograms := H} = LS} ->
+                               #{latency => H, latency_counters => maps:get(counters, LS),
+                                 latency_seconds => maps:get(seconds, LS)};
+                           {error, LWhy} ->
+                               log_error("the latency trace of ~tw was gone: ~tp", [TC, LWhy]),
+                               #{}
+                       end
+              end,
+    case R of
+        none ->
+            St#state{current = maps:merge(Cur, Latency#{events => [], lost => 0})};
+        _ ->
+            case tracekit:stop(R) of
+                {ok, Summary} ->
+                    St#state{current = maps:merge(maps:merge(Cur, tracekit_case:recorded(Summary)),
+                                                  Latency)};
+                {error, Why} ->
+                    log_error("the recorder of ~tw was gone: ~tp", [TC, Why]),
+                    St#state{current = none}
+            end
     end;
 stop_recorder(St) ->
     St.

@@ -40,7 +40,8 @@
 %% events before the damage, then the error.
 -module(tracekit_export).
 
--export([chrome/2, chrome/3, jsonl/2, jsonl/3, folded/2, folded/3]).
+-export([chrome/2, chrome/3, jsonl/2, jsonl/3, folded/2, folded/3,
+         latency_svg/2, latency_svg/3]).
 -export([term_text/2, fold_source/3, time_us/1]).
 
 -export_type([source/0, dest/0, opts/0, error_reason/0]).
@@ -153,6 +154,70 @@ folded(Source, Dest) ->
 -spec folded(source(), dest(), opts()) -> {ok, non_neg_integer()} | {error, error_reason()}.
 folded(Source, Dest, Opts) ->
     run(folded, Source, Dest, Opts).
+
+%% @equiv latency_svg(Latency, Dest, #{})
+-spec latency_svg(term(), dest()) -> {ok, non_neg_integer()} | {error, error_reason()}.
+latency_svg(Latency, Dest) ->
+    latency_svg(Latency, Dest, #{}).
+
+%% @doc Writes latency histograms to `Dest' as one SVG document: a
+%% drawing per function, durations on a log-scaled axis, the p50, p90,
+%% p99 and maximum marked ({@link tracekit_latency_svg}). `Latency' is the
+%% summary of a {@link tracekit:latency/2} trace (its `histograms'), those
+%% histograms themselves (`#{MFA => #{returns, exceptions, ...}}'), or a
+%% {@link tracekit_latency} tracer (read now). Options: `sort' (`total',
+%% the default, or `max': by the slowest call) and `max' (the most
+%% functions drawn, default 20). Returns how many functions were drawn.
+-spec latency_svg(term(), dest(), #{sort => total | max, max => pos_integer()}) ->
+          {ok, non_neg_integer()} | {error, error_reason()}.
+latency_svg(Latency, Dest, Opts) when is_map(Opts) ->
+    case {latency_functions(Latency), latency_opts(Opts)} of
+        {{ok, Fns}, ok} ->
+            case open_dest(Dest) of
+                {ok, Out, Close} ->
+                    try write_out(Out, tracekit_latency_svg:document(Fns, Opts)) of
+                        ok -> {ok, min(map_size(Fns), maps:get(max, Opts, 20))};
+                        {error, Why} -> {error, {write, Why}}
+                    after
+                        Close()
+                    end;
+                {error, _} = E ->
+                    E
+            end;
+        {{error, _}, _} ->
+            {error, {bad_source, Latency}};
+        {_, Bad} ->
+            Bad
+    end;
+latency_svg(_Latency, _Dest, Opts) ->
+    {error, {bad_option, Opts}}.
+
+latency_functions(#{histograms := Fns}) ->
+    latency_functions(Fns);
+latency_functions(Fns) when is_map(Fns) ->
+    Ok = fun({M, F, A}, #{returns := R, exceptions := E}) when is_atom(M), is_atom(F),
+                                                               is_integer(A) ->
+                 tracekit_hist:check(R) =:= ok andalso tracekit_hist:check(E) =:= ok;
+            (_, _) -> false
+         end,
+    case maps:size(maps:filter(fun(K, V) -> not Ok(K, V) end, Fns)) of
+        0 -> {ok, Fns};
+        _ -> {error, bad}
+    end;
+latency_functions(Tracer) ->
+    try tracekit_latency:read(Tracer) of
+        #{functions := Fns} -> {ok, Fns}
+    catch
+        error:badarg -> {error, bad}
+    end.
+
+latency_opts(Opts) ->
+    case [{K, V} || K := V <- Opts,
+                    not ((K =:= sort andalso (V =:= total orelse V =:= max))
+                         orelse (K =:= max andalso is_integer(V) andalso V > 0))] of
+        [] -> ok;
+        [Bad | _] -> {error, {bad_option, Bad}}
+    end.
 
 %% @doc The text of a term as the exports write it (EXPORTS.md, 1.1): the
 %% shell's one-line form, pids of `Node' as `<0.N.S>', those of other

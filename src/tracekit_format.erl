@@ -48,7 +48,7 @@
 
 -export([event/2, events/2, stream/1, next/2, stream_set/2, stream_opts/1, term/2, pid/2,
          names/1, time/1, summary/1, default_opts/0, message_label/2, message_label/3,
-         tag_refs/2, new_ref_table/0, ref_tags/1]).
+         tag_refs/2, new_ref_table/0, ref_tags/1, reason/1]).
 
 -export_type([opts/0, ref_table/0, stream/0]).
 
@@ -778,6 +778,8 @@ node_state(Other) -> io_lib:format("; ~0tP", [Other, 5]).
 plural(1, One, _) -> One;
 plural(_, _, Many) -> Many.
 
+%% @doc Why a trace ended, as its summary line says it.
+-spec reason(term()) -> iolist().
 reason({max_events, N}) -> io_lib:format("stopped at the limit of ~w events", [N]);
 reason({max_time, Ms}) -> io_lib:format("stopped at the time limit of ~w ms", [Ms]);
 reason({rate, {N, Ms}}) ->

@@ -31,7 +31,7 @@
 -module(tracekit_nodes).
 
 -export([start/2, request/1, handle/2, take/1, close/1, finished/1, done/1,
-         summary/1, fetch/2, offsets/1, names/1, event_time/1, late_ms/0]).
+         summary/1, fetch/2, offsets/1, names/1, event_time/1, late_ms/0, latency/1]).
 
 -export_type([nodes/0, options/0, node_summary/0]).
 
@@ -66,6 +66,8 @@
                %% The time of its last event handed out.
                mark = undefined :: undefined | integer(),
                counters = #{} :: map(),
+               %% Its latest histograms (a latency trace).
+               latency = undefined :: undefined | tracekit_latency:snapshot(),
                late_dropped = 0 :: non_neg_integer(),
                why = undefined :: term()}).
 
@@ -355,6 +357,13 @@ offsets(#nodes{nodes = Ns}) ->
 names(#nodes{names = Names}) ->
     Names.
 
+%% @doc The latest histograms of each node of a latency trace that has
+%% sent some.
+-spec latency(nodes()) -> #{node() => tracekit_latency:snapshot()}.
+latency(#nodes{nodes = Ns}) ->
+    maps:from_list([{Name, L} || #node{name = Name, latency = L} <- maps:values(Ns),
+                                 L =/= undefined]).
+
 %% @doc Milliseconds after which a node that has not answered is late.
 -spec late_ms() -> pos_integer().
 late_ms() -> ?LATE_MS.
@@ -429,6 +438,13 @@ answered(#node{pending = {Ref, _}, late = Late} = N0, Ref, Answer, E) ->
             put_node(N1, note_sends(Kept, E1));
         {file, Counters} ->
             put_node(N#node{counters = Counters, ready_at = ready_at(0)}, E);
+        {latency, #{counters := Counters} = Snap, H} ->
+            %% Cumulative: the latest replaces the one before.
+            Drained = H =:= closed andalso N#node.state =:= closed,
+            put_node(N#node{latency = Snap, counters = Counters,
+                            state = case Drained of true -> drained; false -> N#node.state end,
+                            ready_at = erlang:monotonic_time(millisecond)
+                                + tracekit_proto:latency_ms()}, E);
         _ ->
             put_node(N, E)
     end;
@@ -438,9 +454,13 @@ answered(#node{close_ref = Ref, counters = C0} = N, Ref, {closed, Counters}, E) 
     %% nothing more to hand over; a ring its last events.
     State = case sink_kind(E) of
                 file -> drained;
-                ring -> closed
+                _ -> closed              % a ring's last events, or final histograms, to come
             end,
     put_node(N#node{state = State, close_ref = undefined, late = false,
+                    ready_at = case sink_kind(E) of
+                                   latency -> now;      % its final histograms
+                                   _ -> N#node.ready_at
+                               end,
                     counters = case State of
                                    drained -> Counters;
                                    closed -> maps:merge(C0, Counters)

@@ -15,8 +15,10 @@
 %% Running. The trace pulls: `more' asks for at most N events, and the
 %% agent answers with the events drained now, the node's horizon (every
 %% event drained later comes after it) and its counters, or, when it
-%% writes a file, with the file's counters. At most one question is open
-%% per agent, so memory stays bounded on both sides.
+%% writes a file, with the file's counters, or, when it measures latency,
+%% with its histograms (cumulative: the trace keeps each node's latest,
+%% and asks again {@link latency_ms()} later). At most one question is
+%% open per agent, so memory stays bounded on both sides.
 %%
 %% End. `close' stops tracing there; the agent answers `closed' with its
 %% final counters once everything it recorded is drained or written, and
@@ -26,7 +28,7 @@
 %% itself.
 -module(tracekit_proto).
 
--export([version/0, hello/1, batch/0, idle_ms/0]).
+-export([version/0, hello/1, batch/0, idle_ms/0, latency_ms/0]).
 -export([ask_more/2, ask_close/1, ask_read/3, let_go/1, await/4, answer/3, request/1,
          reply/1]).
 
@@ -36,13 +38,15 @@
 %% Raised whenever a message changes shape or meaning. A test compiles
 %% this module with another version to play a node of another release.
 -ifndef(TRACEKIT_PROTOCOL).
--define(TRACEKIT_PROTOCOL, 2).
+-define(TRACEKIT_PROTOCOL, 3).
 -endif.
 
 %% Events asked for at a time, per agent.
 -define(BATCH, 1000).
 %% How long a node that had nothing new waits before it is asked again.
 -define(IDLE_MS, 10).
+%% How often a node that measures latency is asked for its histograms.
+-define(LATENCY_MS, 500).
 
 -type version() :: pos_integer().
 
@@ -69,21 +73,27 @@
 %% A ring (`drop' keeps the first events, `overwrite' the last ones), or a
 %% trace file: `{dir, Dir}' a file named for the node in Dir, `temp' a
 %% file in a private directory of the node's temporary directory (fetched
-%% with `read', deleted at the end).
+%% with `read', deleted at the end), or a latency tracer (its options, as
+%% tracekit_latency:new/1 takes them: the calls of the plan are measured,
+%% and its processes' exits end their open calls).
 -type sink() :: #{kind := ring, size := pos_integer(), payload := term(),
                   policy := drop | overwrite}
               | #{kind := file, where := temp | {path, file:name_all()},
                   size := pos_integer(), payload := term(),
-                  max_events := pos_integer() | infinity, rate := term()}.
+                  max_events := pos_integer() | infinity, rate := term()}
+              | #{kind := latency, options := tracekit_latency:options()}.
 
 -type request() :: {more, reference(), pos_integer()}
                  | {close, reference()}
                  | {read, reference(), non_neg_integer(), pos_integer()}
                  | {done, reference()}.
 %% `{events, Events, Horizon, Counters, Names}': Names are the registered
-%% names of the node's processes the events mention.
+%% names of the node's processes the events mention. `{latency,
+%% Snapshot, Horizon}': the node's histograms so far (Horizon `closed'
+%% once they are final).
 -type answer() :: {events, [tuple()], horizon(), counters(), #{pid() => atom()}}
                 | {file, counters()}
+                | {latency, tracekit_latency:snapshot(), horizon()}
                 | {closed, counters()}
                 | {data, binary()} | eof | {error, term()} | done.
 %% A time of the node's clock (system time, microseconds) every event
@@ -101,10 +111,15 @@ version() ->
 %% @doc A node's answer to a trace that is about to start there (called
 %% through erpc): the protocol it speaks, whether tracekit's tracer
 %% modules load there (their NIF libraries with them), and its release.
--spec hello(ring | file) -> #{protocol := version(), loads := ok | {error, string()},
-                              otp := string()}.
+-spec hello(ring | file | latency) -> #{protocol := version(),
+                                        loads := ok | {error, string()},
+                                        otp := string()}.
 hello(Kind) ->
-    Mods = [tracekit_ring | [tracekit_file || Kind =:= file]],
+    Mods = case Kind of
+               latency -> [tracekit_latency];
+               file -> [tracekit_ring, tracekit_file];
+               _ -> [tracekit_ring]
+           end,
     Loads = case [M || M <- Mods, not loaded(M)] of
                 [] -> ok;
                 [M | _] -> {error, lists:flatten(io_lib:format("~w cannot be loaded there", [M]))}
@@ -124,6 +139,11 @@ batch() -> ?BATCH.
 %% @doc Milliseconds a node that had nothing new waits to be asked again.
 -spec idle_ms() -> pos_integer().
 idle_ms() -> ?IDLE_MS.
+
+%% @doc Milliseconds between two questions to a node that measures
+%% latency.
+-spec latency_ms() -> pos_integer().
+latency_ms() -> ?LATENCY_MS.
 
 %%% The trace's side ------------------------------------------------------------
 

@@ -48,7 +48,11 @@
 %% tracekit_records:defs/1}), `short_refs' (references as short tags) and
 %% `syntax' (`erlang' or `elixir'):
 %% as in {@link tracekit_format} for the table, the labels and hovers
-%% (the CT hook gives the report those of its text file).
+%% (the CT hook gives the report those of its text file); `latency':
+%% functions' latency histograms (the `histograms' of a {@link
+%% tracekit:latency/2} summary), shown in a Latency section (a table and a
+%% log-scaled histogram per function, {@link tracekit_latency_svg}), with
+%% `latency_opts' (`sort', `max').
 -type opts() :: #{title => unicode:chardata(),
                   names => #{pid() | port() => atom()},
                   lost => non_neg_integer(),
@@ -60,7 +64,9 @@
                   line_length => pos_integer(),
                   records => tracekit_records:defs(),
                   short_refs => boolean(),
-                  syntax => erlang | elixir}.
+                  syntax => erlang | elixir,
+                  latency => tracekit_latency_view:functions(),
+                  latency_opts => map()}.
 %% What the page holds: events read, table rows, message arrows and
 %% timeline slices drawn, and what was left out of each.
 -type info() :: #{events := non_neg_integer(), rows := non_neg_integer(),
@@ -74,7 +80,7 @@
                     title => "tracekit report", note => "", records => #{},
                     short_refs => false}).
 -define(KEYS, [title, names, lost, note, max_rows, max_arrows, max_slices, depth,
-               line_length, records, short_refs, syntax]).
+               line_length, records, short_refs, syntax, latency, latency_opts]).
 %% Sends looked at when a send of the other kind (process trace or
 %% seq_trace) of the same message comes.
 -define(MERGE_WINDOW, 32).
@@ -197,6 +203,8 @@ valid(names, V) -> is_map(V);
 valid(records, V) -> is_map(V);
 valid(short_refs, V) -> is_boolean(V);
 valid(syntax, V) -> V =:= erlang orelse (V =:= elixir andalso tracekit_ex:loaded());
+valid(latency, V) -> is_map(V);
+valid(latency_opts, V) -> is_map(V);
 valid(K, V) when K =:= title; K =:= note ->
     try unicode:characters_to_list(V) of
         L -> is_list(L)
@@ -532,6 +540,10 @@ page(Acc0, ReadError) ->
                       ". What was read before is shown.</p>\n"]
             end,
             summary(Acc),
+            case O of
+                #{latency := Lat} -> tracekit_latency_svg:section(Lat, maps:get(latency_opts, O, #{}));
+                #{} -> []
+            end,
             "<h2 id=\"messages\">Messages</h2>\n", Diagram,
             "<h2 id=\"timeline\">Timeline</h2>\n", Timeline,
             "<h2 id=\"events\">Events</h2>\n",
@@ -815,16 +827,4 @@ color(Name) ->
     H = erlang:phash2(Name, 55),
     io_lib:format("hsl(~w,80%,~w%)", [H, 62 + erlang:phash2({Name}, 14)]).
 
-%% Text made safe for element content and attribute values, and for
-%% XML: control characters other than tab and newline become U+FFFD.
-esc(Text) ->
-    [esc_char(C) || C <- unicode:characters_to_list(Text)].
-
-esc_char($&) -> "&amp;";
-esc_char($<) -> "&lt;";
-esc_char($>) -> "&gt;";
-esc_char($") -> "&quot;";
-esc_char($') -> "&#39;";
-esc_char(C) when C =:= $\t; C =:= $\n -> C;
-esc_char(C) when C < 32; C =:= 16#FFFE; C =:= 16#FFFF; C >= 16#D800, C =< 16#DFFF -> 16#FFFD;
-esc_char(C) -> C.
+esc(Text) -> tracekit_xml:esc(Text).

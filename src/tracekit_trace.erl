@@ -5,7 +5,9 @@
 %% applies the limits and prints the events, collects them, or keeps the
 %% last N of them (the flight recorder of {@link tracekit_cth}). With a
 %% trace file the agents' writers apply the limits and this process
-%% watches their counters.
+%% watches their counters. A latency trace (`latency' options) takes the
+%% nodes' histograms instead of events, merges them exactly and prints
+%% the table of {@link tracekit_latency_view} every second.
 %%
 %% The trace ends at a limit, on request ({@link tracekit:stop/1}), or
 %% when the process that started it exits (unless `watch' is false); then
@@ -28,11 +30,21 @@
 %% started it exits; `policy' of the rings; `bad_node' and `follow' as
 %% {@link tracekit_nodes} takes them.
 -type options() :: map().
+%% A latency trace's summary also has `latency' (per function, as {@link
+%% tracekit_hist:summary/1} gives it, with `calls_per_second'), `counters'
+%% (of tracekit_latency:stats/1, added up over the nodes), `seconds', and
+%% with several nodes `latency_nodes' (the same per node); `histograms'
+%% (and `histograms_nodes') the histograms themselves; its `shown' is the
+%% calls measured, `dropped' the events dropped.
 -type summary() :: #{reason := term(), shown := non_neg_integer(),
                      dropped := non_neg_integer(), events => [tuple()],
                      file => file:name_all(), files => [file:filename_all()],
                      nodes => #{node() => node_summary()},
-                     clocks => #{node() => {integer(), non_neg_integer()}}}.
+                     clocks => #{node() => {integer(), non_neg_integer()}},
+                     latency => #{mfa() => map()}, latency_nodes => map(),
+                     histograms => tracekit_latency_view:functions(),
+                     histograms_nodes => #{node() => tracekit_latency_view:functions()},
+                     counters => map(), seconds => float()}.
 -type node_summary() :: #{shown := non_neg_integer(), dropped := non_neg_integer(),
                           state := term()}.
 
@@ -47,12 +59,14 @@
 %% Lines of a batch are slow when they take longer than this: a stop is
 %% then taken after the line being made.
 -define(SLOW_MS, 100).
+%% How often a latency trace prints its table.
+-define(TABLE_MS, 1000).
 
 -record(st, {caller :: pid(),
              caller_mon :: reference() | undefined,
              start_ref :: reference(),
              nodes :: tracekit_nodes:nodes(),
-             sink :: ring | file,
+             sink :: ring | file | latency,
              multi :: boolean(),
              opts :: map(),
              limits :: tracekit_limits:limits(),
@@ -70,7 +84,12 @@
              batch_at = 0 :: integer(),
              %% Per node: events shown (or kept), and those taken in but
              %% not shown (after a limit, or given way in `keep').
-             per_node = #{} :: #{node() => {non_neg_integer(), non_neg_integer()}}}).
+             per_node = #{} :: #{node() => {non_neg_integer(), non_neg_integer()}},
+             %% A latency trace: when it started, when the next table is
+             %% due, and the counts at the last table (ms).
+             lat_start = 0 :: integer(),
+             lat_tick = 0 :: integer(),
+             lat_prev = {0, #{}} :: {integer(), #{mfa() => non_neg_integer()}}}).
 
 %% @doc Starts a trace for the calling process. Returns when tracing is on
 %% on every node (and the header line is printed), or with the reason it
@@ -119,7 +138,9 @@ init(Caller, Ref, Plan, Opts0) ->
     case tracekit_nodes:start(Plan#{sink => Sink, exclude => Exclude}, NodeOpts) of
         {ok, Nodes} ->
             #{max_events := Max, rate := Rate, max_time := Time} = Opts,
+            Now = erlang:monotonic_time(millisecond),
             St = #st{caller = Caller, caller_mon = CallerMon, start_ref = Ref,
+                     lat_start = Now, lat_tick = Now + ?TABLE_MS, lat_prev = {Now, #{}},
                      nodes = Nodes, sink = maps:get(kind, Sink),
                      multi = is_map_key(nodes, Opts), opts = Opts, printer = Printer,
                      limits = tracekit_limits:new(Max, Rate),
@@ -164,6 +185,8 @@ printer(Opts) ->
     tracekit_printer:new((maps:without([records, short_refs, format], Opts))#{colour => false}, []).
 
 %% Where the events are kept on each node.
+sink(#{latency := LatOpts}) ->
+    #{kind => latency, options => LatOpts};
 sink(#{file := Path} = Opts) ->
     #{kind => file, where => {path, Path}, size => maps:get(ring_size, Opts),
       payload => maps:get(payload, Opts), max_events => maps:get(max_events, Opts),
@@ -213,6 +236,7 @@ header(#st{opts = #{header := {Kind, Text}} = Opts} = St) ->
                             || {N, Ms} <- [maps:get(rate, Opts)]]),
     What = case Kind of
                calls -> "calls to ";
+               latency -> "the latency of calls to ";
                messages -> "messages of ";
                procs -> "process events of "
            end,
@@ -259,6 +283,33 @@ wait_ms(#st{deadline = infinity}) ->
 wait_ms(#st{deadline = D}) ->
     max(0, min(tracekit_proto:idle_ms(), D - erlang:monotonic_time(millisecond))).
 
+%%% Latency ---------------------------------------------------------------------
+
+%% The table, every TABLE_MS (printed only).
+latency_table(#st{sink = latency, lat_tick = Tick, opts = #{print := true}} = St) ->
+    Now = erlang:monotonic_time(millisecond),
+    case Now >= Tick of
+        true ->
+            View = latency_view(St, Now),
+            St1 = print(St, tracekit_latency_view:table(View, St#st.opts)),
+            St1#st{lat_tick = max(Tick + ?TABLE_MS, Now + ?TABLE_MS div 2),
+                   lat_prev = {Now, maps:map(fun(_, #{returns := #{count := R},
+                                                      exceptions := #{count := E}}) -> R + E
+                                             end, maps:get(functions, View))}};
+        false ->
+            St
+    end;
+latency_table(St) ->
+    St.
+
+%% The nodes' histograms, merged, at Now (ms).
+latency_view(#st{nodes = N, lat_start = T0, lat_prev = {PrevAt, Prev}}, Now) ->
+    Snaps = tracekit_nodes:latency(N),
+    {Fns, Counters, Left} = tracekit_latency_view:merge(Snaps),
+    #{functions => Fns, nodes => tracekit_latency_view:by_node(Snaps), counters => Counters,
+      seconds => (Now - T0) / 1000, previous => Prev, interval => (Now - PrevAt) / 1000,
+      left_out => Left}.
+
 from_nodes(Msg, #st{nodes = N} = St) ->
     case tracekit_nodes:handle(Msg, N) of
         {ok, N1} ->
@@ -275,10 +326,10 @@ from_nodes(Msg, #st{nodes = N} = St) ->
             loop(St)
     end.
 
-%% What the merge lets go, through the limits; then the end of the trace
-%% when a limit is reached.
+%% What the merge lets go, through the limits (a latency trace: its table
+%% when due); then the end of the trace when a limit is reached.
 merged(St) ->
-    St1 = take(St),
+    St1 = latency_table(take(St)),
     case ended(St1) of
         none -> loop(St1);
         Why -> finish(Why, St1)
@@ -444,6 +495,14 @@ finish(Reason0, St0) ->
     St = St1#st{reason = first_reason(St1#st.reason, Reason0)},
     Summary0 = summary(St),
     Summary = case St#st.opts of
+                  #{latency := _, print := false} -> Summary0;
+                  #{latency := _} ->
+                      View = latency_view(St, erlang:monotonic_time(millisecond)),
+                      %% calls/s over the whole trace.
+                      Whole = View#{previous := #{}, interval := maps:get(seconds, View)},
+                      _ = print(St, [tracekit_latency_view:table(Whole, St#st.opts),
+                                     tracekit_latency_view:summary_line(Summary0)]),
+                      Summary0;
                   #{print := false, file := _} -> Summary0;
                   #{keep := _} -> Summary0#{events => [E || {_, E} <- queue:to_list(St#st.kept)]};
                   #{print := false} -> Summary0#{events => lists:reverse(St#st.collected)};
@@ -495,7 +554,23 @@ drain(#st{nodes = N0} = St0, Until) ->
     end.
 
 %% After every node stopped: what was shown (or written), what was not,
-%% in all and per node.
+%% in all and per node; or what was measured.
+summary(#st{sink = latency, nodes = N, reason = Reason} = St) ->
+    View = latency_view(St, erlang:monotonic_time(millisecond)),
+    ok = tracekit_nodes:done(N),
+    S = tracekit_latency_view:summary(View, St#st.multi),
+    Nodes = maps:map(fun(_, #{state := State, counters := C}) ->
+                             #{shown => maps:get(measured, C, 0),
+                               dropped => maps:get(dropped, C, 0) + maps:get(unplaced, C, 0),
+                               state => State}
+                     end, tracekit_nodes:summary(N)),
+    Total = S#{reason => Reason,
+               shown => lists:sum([X || #{shown := X} <- maps:values(Nodes)]),
+               dropped => lists:sum([X || #{dropped := X} <- maps:values(Nodes)])},
+    case St#st.multi of
+        true -> Total#{nodes => Nodes, clocks => tracekit_nodes:offsets(N)};
+        false -> Total
+    end;
 summary(#st{sink = file, nodes = N, opts = #{file := Path}, reason = Reason} = St) ->
     {Files, Missing} = case St#st.multi of
                            true -> tracekit_nodes:fetch(N, Path);

@@ -17,7 +17,7 @@
          skipped_case_leaves_nothing/1, nothing_left_in_the_node/1,
          options_are_checked/1, calls_with_flag_actions/1, bad_options_record_nothing/1,
          html_report_of_failing_case/1, own_work_is_not_recorded/1,
-         bare_hook_records_the_case/1]).
+         slowest_functions_of_failing_case/1, bare_hook_records_the_case/1]).
 %% Run on a peer node by the cases.
 -export([run_hook/2]).
 
@@ -28,7 +28,7 @@ all() ->
      timetrap_kill_is_recorded, skipped_case_leaves_nothing,
      nothing_left_in_the_node, options_are_checked, calls_with_flag_actions,
      bad_options_record_nothing, html_report_of_failing_case, own_work_is_not_recorded,
-     bare_hook_records_the_case].
+     slowest_functions_of_failing_case, bare_hook_records_the_case].
 
 %% One run of the sample suite for all the cases here.
 init_per_suite(Config) ->
@@ -90,8 +90,9 @@ contains(Text, Part) ->
     string:find(Text, Part) =/= nomatch.
 
 failing_case_leaves_its_trace(Config) ->
-    %% 3 passing cases, 4 failing ones, 1 skipped by its init_per_testcase.
-    ?assertMatch({3, 6, {1, 0}}, ?config(result, Config)),
+    %% The sample suite: 3 passing cases, 6 failing ones, 1 skipped by its
+    %% init_per_testcase; the bare suite: 1 failing case.
+    ?assertMatch({3, 7, {1, 0}}, ?config(result, Config)),
     Names = [filename:basename(F) || F <- trace_files(Config, failing_case)],
     ?assertEqual(["tracekit_cth_sample_suite.failing_case.tracekit.html",
                   "tracekit_cth_sample_suite.failing_case.tracekit.messages.mmd",
@@ -253,9 +254,11 @@ options_are_checked(_Config) ->
                  tracekit_cth:check_options(#{groups => #{g => false}})),
     ?assertEqual("options must be a map, got [x]", Why([x])),
     ?assertEqual("unknown options [colour] (known: [calls,processes,messages,procs,"
-                 "seq_trace,events,ring_size,always,depth,line_length,records,nodes,groups,"
-                 "testcases])",
+                 "seq_trace,events,ring_size,always,depth,line_length,records,nodes,latency,"
+                 "slowest,groups,testcases])",
                  Why(#{colour => red})),
+    ?assertEqual("slowest must be a positive integer", Why(#{slowest => 0})),
+    ?assertMatch({ok, #{latency := [], slowest := 10}}, tracekit_cth:check_options(#{})),
     ?assertEqual("records must be true, false or a list of modules", Why(#{records => [x | y]})),
     ?assertEqual("records must be true, false or a list of modules", Why(#{records => "m"})),
     ?assertMatch({ok, #{records := true}}, tracekit_cth:check_options(#{})),
@@ -389,6 +392,31 @@ own_work_is_not_recorded(Config) ->
     ?assert(length(Own) >= 2),
     ?assertEqual([], [P || P <- Pids, lists:member(P, Own)]),
     ?assert(lists:any(fun(L) -> contains(L, "lists:seq(1, 3)") end, Lines)).
+
+%% The latency option: the failing case's text file ends with its slowest
+%% functions (slow_step/1, two calls of 30 ms, before quick_step/1), and
+%% its HTML report has a Latency section with a histogram per function.
+slowest_functions_of_failing_case(Config) ->
+    Text = read(Config, slow_failing_case, ".txt"),
+    ct:log("~ts", [Text]),
+    [_, Table] = string:split(Text, "slowest functions of the case, by their slowest call"),
+    [Head, _Columns, Slow, Quick | _] = string:split(Table, "\n", all),
+    ?assert(contains(Head, "tracekit_cth_sample_SUITE:slow_step/1")),
+    ?assert(contains(Head, "12 calls measured, 0 unfinished")),
+    ?assertMatch(["tracekit_cth_sample_SUITE:slow_step/1", "2" | _], string:lexemes(Slow, " ")),
+    ?assertMatch(["tracekit_cth_sample_SUITE:quick_step/1", "10" | _], string:lexemes(Quick, " ")),
+    [_, _, _, _, _, _, Max | _] = string:lexemes(Slow, " "),
+    ?assertMatch({match, _}, re:run(Max, "^(3[0-9]|[4-9][0-9])\\.[0-9]ms$")),
+    Html = binary_to_list(unicode:characters_to_binary(read(Config, slow_failing_case, ".html"))),
+    {Doc, _} = xmerl_scan:string(Html, [{quiet, true}]),
+    Svgs = xmerl_xpath:string("//*[local-name()='svg' and @class='latency']", Doc),
+    ?assertEqual(["tracekit_cth_sample_SUITE:slow_step/1", "tracekit_cth_sample_SUITE:quick_step/1"],
+                 [V || #xmlElement{attributes = As} <- Svgs,
+                       #xmlAttribute{name = 'data-mfa', value = V} <- As]),
+    Bars = xmerl_xpath:string("//*[local-name()='svg' and @class='latency'][1]"
+                              "//*[local-name()='rect' and @class='bar']", Doc),
+    ?assertEqual(["2"], [V || #xmlElement{attributes = As} <- Bars,
+                              #xmlAttribute{name = 'data-n', value = V} <- As]).
 
 %% The hook with no options records the test case process's messages,
 %% process events and seq_trace flow, writes them when the case fails,

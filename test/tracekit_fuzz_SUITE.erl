@@ -33,7 +33,7 @@
 -export([every_nif_is_fuzzed/1, ring_fuzz/1, count_fuzz/1, nif_fuzz/1,
          concurrent_rings/1, big_tracee_with_extra_and_timestamp/1,
          tags_that_are_not_atoms/1, records_larger_than_a_batch/1,
-         deep_terms/1, file_reader_fuzz/1]).
+         deep_terms/1, file_reader_fuzz/1, latency_fuzz/1, concurrent_latency/1]).
 %% Called on the peer.
 -export([on_peer/2]).
 
@@ -50,7 +50,8 @@ suite() ->
 all() ->
     [every_nif_is_fuzzed, big_tracee_with_extra_and_timestamp,
      tags_that_are_not_atoms, records_larger_than_a_batch, deep_terms,
-     ring_fuzz, count_fuzz, nif_fuzz, concurrent_rings, file_reader_fuzz].
+     ring_fuzz, count_fuzz, nif_fuzz, concurrent_rings, file_reader_fuzz, latency_fuzz,
+     concurrent_latency].
 
 init_per_testcase(Case, Config) ->
     Seed = seed(),
@@ -124,6 +125,17 @@ concurrent_rings(Config) ->
     ?assert(Events > 0),
     ?assert(Ordered > 0).
 
+latency_fuzz(Config) ->
+    #{calls := Calls, tracers := Tracers, measured := Measured, not_called := []} =
+        run(Config, latency_fuzz),
+    ?assert(Calls >= iterations()),
+    ?assert(Tracers > 0),
+    ?assert(Measured > 0).
+
+concurrent_latency(Config) ->
+    #{measured := Measured} = run(Config, concurrent_latency),
+    ?assert(Measured > 0).
+
 big_tracee_with_extra_and_timestamp(Config) ->
     #{events := N, truncated := T} = run(Config, big_tracee_with_extra_and_timestamp),
     ?assert(N > 0),
@@ -172,15 +184,22 @@ on_peer(Fun, #{seed := Seed, dir := Dir} = Params) ->
 reload() ->
     {ok, Keep} = tracekit_ring:new(#{size => 4096}),
     {ok, Count} = tracekit_count:new(),
+    {ok, Lat} = tracekit_latency:new(#{size => 4096}),
     ok = tracekit_ring:trace(send, Keep, self(), before_reload, #{}),
     ok = tracekit_count:trace(send, Count, self(), x, #{}),
+    ok = tracekit_latency:trace_call(call, Lat, self(), {m, f, [1]}, #{}),
     Nifs = open_nifs(),
     ok = tracekit_ring:trace(send, Keep, self(), after_reload, #{}),
     ok = tracekit_count:trace(send, Count, self(), x, #{}),
+    %% The call made before the reload returns after it, and is paired by
+    %% the thread the tracer has had all along.
+    ok = tracekit_latency:trace_call(return_from, Lat, self(), {m, f, 1}, #{}),
+    ok = tracekit_latency:close(Lat),
     Me = self(),
     check(tracekit_ring:drain(Keep) =:= [{trace, Me, send, before_reload},
                                          {trace, Me, send, after_reload}]
-          andalso tracekit_count:read(Count) =:= #{send => 2},
+          andalso tracekit_count:read(Count) =:= #{send => 2}
+          andalso maps:get(measured, tracekit_latency:stats(Lat)) =:= 1,
           reload_lost_state),
     Nifs.
 
@@ -231,6 +250,9 @@ known_nifs() ->
       %% (private_dir_nif/2 would make directories wherever random paths
       %% point: file_reader_fuzz calls it with parents of its own.)
       tracekit_file => [{private_dir_nif, 2}],
+      tracekit_latency => [{new_nif, 6}, {resume, 1}, {close, 1}, {read, 1}, {stats, 1},
+                           {limits, 0}, {layout, 0}, {bucket, 1}, {histogram_nif, 1}
+                           | Callbacks],
       seq_module() => [{seq_order, 1}]}.
 
 seq_module() ->
@@ -278,7 +300,11 @@ peer_case(file_reader_fuzz, #{iterations := N}) ->
 peer_case(records_larger_than_a_batch, _) ->
     large_records_run();
 peer_case(deep_terms, _) ->
-    deep_terms_run().
+    deep_terms_run();
+peer_case(latency_fuzz, #{iterations := N}) ->
+    latency_fuzz_run(N);
+peer_case(concurrent_latency, #{iterations := N}) ->
+    concurrent_latency_run(N).
 
 %%% ---- calls and failures -----------------------------------------------------
 
@@ -1934,4 +1960,394 @@ private_dir_op(St) ->
             St;
         Other ->
             fail({private_dir_answer, Parent, Prefix, Other})
+    end.
+
+%%% ==== tracekit_latency ======================================================
+
+%% The model of a latency tracer made by the fuzzer: its settings, what
+%% its callbacks were offered, and per process the calls open (as tk_lat
+%% pairs them); per function {returns, exceptions, unfinished, nested}.
+lat_model(Res, Size, Rec, Paused) ->
+    #{res => Res, size => Size, recursion => Rec, paused => Paused, closed => false,
+      filtered => 0, ignored => 0, calls => 0, returns => 0, exceptions => 0, exits => 0,
+      unmatched => 0, lost => 0, stacks => #{}, fns => #{}}.
+
+latency_fuzz_run(N) ->
+    Alive = [spawn(fun() -> receive stop -> ok end end) || _ <- [1, 2, 3]],
+    Pids = Alive ++ [ctx(dead_pid)],
+    St0 = #{tracers => [], made => 0, calls => 0, pids => Pids, measured => 0},
+    St1 = until_all_called(tracekit_latency, fun(S) -> lat_loop(100, S) end, lat_loop(N, St0)),
+    St2 = lists:foldl(fun(T, S) -> lat_retire(T, S) end, St1#{tracers := []},
+                      maps:get(tracers, St1)),
+    [P ! stop || P <- Alive],
+    #{calls => maps:get(calls, St2), tracers => maps:get(made, St2),
+      measured => maps:get(measured, St2), not_called => not_called(tracekit_latency)}.
+
+lat_loop(0, St) -> St;
+lat_loop(N, St0) ->
+    St = St0#{calls := maps:get(calls, St0) + 1},
+    St1 = case maps:get(tracers, St) of
+              [] -> lat_new(St);
+              _ -> lat_op(weighted([{40, sequence}, {15, trace}, {15, enabled}, {1, new},
+                                    {3, new_nif}, {3, read}, {3, stats}, {2, resume},
+                                    {1, close}, {1, retire}, {4, misc}]), St)
+          end,
+    lat_loop(N - 1, St1).
+
+%% A new tracer: 1 MiB rings (never full here: the model is exact), now
+%% and then paused.
+lat_new(St) ->
+    Rec = pick([outermost, each]),
+    Paused = chance(0.2),
+    case call(tracekit_latency, new_nif, [1 bsl 20, Rec, 10000, 100000, 1000000, Paused]) of
+        {ok, {ok, L}} ->
+            Ts = maps:get(tracers, St),
+            St1 = case length(Ts) >= 4 of
+                      true -> lat_retire(lists:last(Ts), St#{tracers := lists:droplast(Ts)});
+                      false -> St
+                  end,
+            St1#{tracers := [lat_model(L, 1 bsl 20, Rec, Paused) | maps:get(tracers, St1)],
+                 made := maps:get(made, St1) + 1};
+        Other ->
+            fail({latency_new, Other})
+    end.
+
+lat_state(St) ->
+    Ts = maps:get(tracers, St),
+    case weighted([{75, tracer}, {5, copy}, {20, junk}]) of
+        tracer when Ts =/= [] -> maps:get(res, pick(Ts));
+        copy when Ts =/= [] -> binary_to_term(term_to_binary(maps:get(res, pick(Ts))));
+        _ -> pick([undefined, self(), make_ref(), ctx(atomics), ctx(counter), 0, <<>>, leaf()])
+    end.
+
+lat_of(S, St) ->
+    case [T || T <- maps:get(tracers, St), maps:get(res, T) =:= S] of
+        [T] -> T;
+        [] -> none
+    end.
+
+lat_put(T, St) ->
+    R = maps:get(res, T),
+    St#{tracers := [case maps:get(res, X) =:= R of true -> T; false -> X end
+                    || X <- maps:get(tracers, St)]}.
+
+lat_kind(call) -> call;
+lat_kind(return_from) -> return;
+lat_kind(exception_from) -> exception;
+lat_kind(exit) -> exit;
+lat_kind(_) -> none.
+
+lat_mfa() ->
+    pick([{lat_m, f, 0}, {lat_m, g, 1}, {lat_m, h, 2}, {lat_n, f, 0}]).
+
+%% A call, return, exception or exit of one of the fuzzer's processes,
+%% shaped as the VM makes it.
+lat_op(sequence, St) ->
+    P = pick(maps:get(pids, St)),
+    S = lat_state(St),
+    %% Mostly the end of the call the process is in (as the model has it).
+    {M, F, A} = MFA = case lat_of(S, St) of
+                          #{stacks := #{P := [{Top, _, _} | _]}} -> case chance(0.7) of
+                                                                        true -> Top;
+                                                                        false -> lat_mfa()
+                                                                    end;
+                          _ -> lat_mfa()
+                      end,
+    {Tag, Term} = case rand:uniform(100) of
+                      N when N =< 47 -> {call, {M, F, case chance(0.8) of
+                                                          true -> lists:duplicate(A, x);
+                                                          false -> A
+                                                      end}};
+                      N when N =< 87 -> {return_from, MFA};
+                      N when N =< 97 -> {exception_from, MFA};
+                      _ -> {exit, pick([normal, killed, any_term()])}
+                  end,
+    lat_trace(Tag, S, P, Term, St);
+lat_op(trace, St) ->
+    Tag = case chance(0.5) of true -> pick([call, return_from, exception_from, exit]);
+                              false -> gen_tag() end,
+    lat_trace(Tag, lat_state(St), gen_tracee(), gen_msg(Tag), St);
+lat_op(enabled, St) ->
+    {EnabledF, _} = pick(callbacks()),
+    Tag = pick([trace_status, call, return_from, exit, gen_tag()]),
+    S = lat_state(St),
+    R = call(tracekit_latency, EnabledF, [Tag, S, gen_tracee()]),
+    T = lat_of(S, St),
+    Live = T =/= none andalso not maps:get(closed, T),
+    Want = case Tag of
+               trace_status when Live -> trace;
+               trace_status -> remove;
+               _ when not Live -> discard;
+               _ -> case lat_kind(Tag) =/= none andalso not maps:get(paused, T) of
+                        true -> trace;
+                        false -> discard
+                    end
+           end,
+    check(R =:= {ok, Want}, {latency_enabled, Tag, R, Want}),
+    case Live andalso Tag =/= trace_status andalso Want =:= discard of
+        true -> lat_put(T#{filtered := maps:get(filtered, T) + 1}, St);
+        false -> St
+    end;
+lat_op(new, St) ->
+    lat_new(St);
+lat_op(new_nif, St) ->
+    %% Arguments valid and not: badarg, or a tracer (closed at once).
+    Args = [pick([4096, 1 bsl 20, 4095, 0, -1, 1 bsl 40, x, 4096.0]),
+            pick([outermost, each, deepest, 1]),
+            pick([1, 10000, 1000000, 1000001, 0, x]),
+            pick([1, 100000, 10000000, 10000001, 0]),
+            pick([1, 1000000, 100000000, 100000001, 0, -5]),
+            pick([true, false, yes])],
+    Valid = lists:member(hd(Args), [4096, 1 bsl 20])
+        andalso lists:member(lists:nth(2, Args), [outermost, each])
+        andalso lists:member(lists:nth(3, Args), [1, 10000, 1000000])
+        andalso lists:member(lists:nth(4, Args), [1, 100000, 10000000])
+        andalso lists:member(lists:nth(5, Args), [1, 1000000, 100000000])
+        andalso is_boolean(lists:nth(6, Args)),
+    case {call(tracekit_latency, new_nif, Args), Valid} of
+        {{ok, {ok, L}}, true} -> {ok, ok} = call(tracekit_latency, close, [L]), St;
+        {{badarg}, false} -> St;
+        Other -> fail({latency_new_nif, brief(Args), Other})
+    end;
+lat_op(read, St) ->
+    S = lat_state(St),
+    case {call(tracekit_latency, read, [S]), lat_of(S, St)} of
+        {{ok, #{functions := F, counters := C}}, #{}} when is_map(F), is_map(C) -> St;
+        {{badarg}, none} -> St;
+        Other -> fail({latency_read, brief(Other)})
+    end;
+lat_op(stats, St) ->
+    S = lat_state(St),
+    case {call(tracekit_latency, stats, [S]), lat_of(S, St)} of
+        {{ok, #{calls := _}}, #{}} -> St;
+        {{badarg}, none} -> St;
+        Other -> fail({latency_stats, brief(Other)})
+    end;
+lat_op(resume, St) ->
+    S = lat_state(St),
+    case {call(tracekit_latency, resume, [S]), lat_of(S, St)} of
+        {{ok, ok}, #{} = T} -> lat_put(T#{paused := false}, St);
+        {{badarg}, none} -> St;
+        Other -> fail({latency_resume, Other})
+    end;
+lat_op(close, St) ->
+    S = lat_state(St),
+    case {call(tracekit_latency, close, [S]), lat_of(S, St)} of
+        {{ok, ok}, #{} = T} -> lat_put(lat_check(lat_closed(T)), St);
+        {{badarg}, none} -> St;
+        Other -> fail({latency_close, Other})
+    end;
+lat_op(retire, St) ->
+    [T | Rest] = maps:get(tracers, St),
+    lat_retire(T, St#{tracers := Rest});
+lat_op(misc, St) ->
+    case rand:uniform(4) of
+        1 ->
+            I = pick([0, 127, 128, 3775, 3776, -1, 1 bsl 64, x, rand:uniform(4000) - 1]),
+            case {call(tracekit_latency, bucket, [I]), is_integer(I) andalso I >= 0 andalso I < 3776} of
+                {{ok, {Lo, Hi, V}}, true} -> check(Lo =< V andalso V =< Hi, {bucket, I, Lo, Hi, V});
+                {{badarg}, false} -> ok;
+                Other -> fail({latency_bucket, I, Other})
+            end;
+        2 ->
+            L = case chance(0.5) of
+                    true -> [rand:uniform(1 bsl rand:uniform(63)) || _ <- lists:seq(1, rand:uniform(50))];
+                    false -> pick([[], [1, -1], [x], [1 | 2], x, [1 bsl 64], [0, 1 bsl 64 - 1], [1.0]])
+                end,
+            Valid = is_list(L) andalso lists:all(fun(V) -> is_integer(V) andalso V >= 0 andalso V < 1 bsl 64 end,
+                                                 try lists:reverse(L) catch _:_ -> [x] end),
+            case {call(tracekit_latency, histogram_nif, [L]), Valid} of
+                {{ok, #{count := C, sum := Sum}}, true} ->
+                    check(C =:= length(L) andalso Sum =:= lists:sum(L), {histogram, brief(L)});
+                {{badarg}, false} -> ok;
+                Other -> fail({latency_histogram, brief(L), Other})
+            end;
+        3 ->
+            {ok, #{min_size := 4096}} = call(tracekit_latency, limits, []),
+            {ok, #{buckets := 3776}} = call(tracekit_latency, layout, []),
+            ok;
+        4 ->
+            [case call(tracekit_latency, F, [any_term()]) of
+                 {badarg} -> ok;
+                 Other -> fail({latency_junk, F, Other})
+             end || F <- [read, stats, resume, close]]
+    end,
+    St.
+
+%% A trace callback (any of them: all serve every tag) and the model's
+%% part of it.
+lat_trace(Tag, S, Tracee, Term, St) ->
+    {_, TraceF} = pick(callbacks()),
+    R = call(tracekit_latency, TraceF, [Tag, S, Tracee, Term, gen_opts(Tag)]),
+    check(R =:= {ok, ok}, {latency_trace, TraceF, R}),
+    case lat_of(S, St) of
+        #{closed := false} = T -> lat_put(lat_event(lat_kind(Tag), Tracee, Term, T), St);
+        _ -> St
+    end.
+
+local_pid(P) -> is_pid(P) andalso node(P) =:= node().
+
+%% The function of an event's term, or none when no record can hold it.
+lat_term_mfa(call, {M, F, Args}) when is_atom(M), is_atom(F) ->
+    Arity = if is_integer(Args) -> Args;
+               is_list(Args) -> try length(Args) catch error:badarg -> -1 end;
+               true -> -1
+            end,
+    case Arity >= 0 andalso Arity =< 255 of
+        true -> {M, F, Arity};
+        false -> none
+    end;
+lat_term_mfa(K, {M, F, A}) when K =/= call, is_atom(M), is_atom(F), is_integer(A),
+                                A >= 0, A =< 255 ->
+    {M, F, A};
+lat_term_mfa(_, _) ->
+    none.
+
+lat_event(_, _, _, #{paused := true} = T) ->
+    T#{filtered := maps:get(filtered, T) + 1};
+lat_event(none, _, _, T) ->
+    T#{filtered := maps:get(filtered, T) + 1};
+lat_event(exit, P, _, T) ->
+    case local_pid(P) of
+        true -> lat_exit(P, T#{exits := maps:get(exits, T) + 1});
+        false -> T#{ignored := maps:get(ignored, T) + 1}
+    end;
+lat_event(K, P, Term, T) ->
+    case {local_pid(P), lat_term_mfa(K, Term)} of
+        {true, MFA} when MFA =/= none ->
+            case K of
+                call -> lat_call(P, MFA, T#{calls := maps:get(calls, T) + 1});
+                return -> lat_end(P, MFA, returns, T#{returns := maps:get(returns, T) + 1});
+                exception -> lat_end(P, MFA, exceptions,
+                                     T#{exceptions := maps:get(exceptions, T) + 1})
+            end;
+        _ ->
+            T#{ignored := maps:get(ignored, T) + 1}
+    end.
+
+fn_add(MFA, K, T) ->
+    Fns = maps:get(fns, T),
+    F = maps:get(MFA, Fns, #{returns => 0, exceptions => 0, unfinished => 0, nested => 0}),
+    T#{fns := Fns#{MFA => F#{K := maps:get(K, F) + 1}}}.
+
+%% As tk_lat pairs: a frame {MFA, Measured, Repeats} per call open. A
+%% function is known from its first call on.
+lat_call(P, MFA, #{stacks := Stacks, recursion := Rec, fns := Fns} = T0) ->
+    T = T0#{fns := maps:merge(#{MFA => #{returns => 0, exceptions => 0, unfinished => 0,
+                                          nested => 0}}, Fns)},
+    S = maps:get(P, Stacks, []),
+    case {Rec, S} of
+        {outermost, [{MFA, M, R} | Rest]} ->
+            fn_add(MFA, nested, T#{stacks := Stacks#{P => [{MFA, M, R + 1} | Rest]}});
+        {outermost, _} ->
+            case lists:keymember(MFA, 1, S) of
+                true -> fn_add(MFA, nested, T#{stacks := Stacks#{P => [{MFA, false, 0} | S]}});
+                false -> T#{stacks := Stacks#{P => [{MFA, true, 0} | S]}}
+            end;
+        {each, _} ->
+            T#{stacks := Stacks#{P => [{MFA, true, 0} | S]}}
+    end.
+
+lat_end(P, MFA, K, #{stacks := Stacks} = T) ->
+    case maps:get(P, Stacks, []) of
+        [] ->
+            T#{unmatched := maps:get(unmatched, T) + 1};
+        [{MFA, M, R} | Rest] when R > 0 ->
+            T#{stacks := Stacks#{P => [{MFA, M, R - 1} | Rest]}};
+        [{MFA, true, 0} | Rest] ->
+            fn_add(MFA, K, T#{stacks := Stacks#{P => Rest}});
+        [{MFA, false, 0} | Rest] ->
+            T#{stacks := Stacks#{P => Rest}};
+        S ->
+            T#{unmatched := maps:get(unmatched, T) + 1,
+               lost := maps:get(lost, T) + length([x || {_, true, _} <- S]),
+               stacks := maps:remove(P, Stacks)}
+    end.
+
+lat_exit(P, #{stacks := Stacks} = T) ->
+    T1 = lists:foldl(fun({MFA, true, _}, A) -> fn_add(MFA, unfinished, A);
+                        (_, A) -> A
+                     end, T, maps:get(P, Stacks, [])),
+    T1#{stacks := maps:remove(P, Stacks)}.
+
+lat_closed(#{stacks := Stacks} = T) ->
+    T1 = lists:foldl(fun(P, A) -> lat_exit(P, A) end, T, maps:keys(Stacks)),
+    T1#{closed := true}.
+
+%% The tracer's counters and histograms, as the model says.
+lat_check(#{res := L, fns := Fns} = T) ->
+    #{functions := Got, counters := C} = tracekit_latency:read(L),
+    Want = maps:with([calls, returns, exceptions, exits, unmatched, lost, filtered, ignored], T),
+    check(maps:with(maps:keys(Want), C) =:= Want andalso maps:get(dropped, C) =:= 0
+          andalso maps:get(taken, C) =:= maps:get(written, C)
+          andalso maps:get(written, C) =:= maps:get(calls, T) + maps:get(returns, T)
+              + maps:get(exceptions, T) + maps:get(exits, T),
+          {latency_counters, Want, C}),
+    GotFns = maps:map(fun(_, #{returns := #{count := R}, exceptions := #{count := E},
+                               unfinished := U, nested := N}) ->
+                              #{returns => R, exceptions => E, unfinished => U, nested => N}
+                      end, Got),
+    check(GotFns =:= Fns, {latency_functions, Fns, GotFns}),
+    T.
+
+%% A tracer the fuzzer is done with: closed and checked, then forgotten.
+lat_retire(T0, St) ->
+    T = case maps:get(closed, T0) of
+            true -> T0;
+            false ->
+                {ok, ok} = call(tracekit_latency, close, [maps:get(res, T0)]),
+                lat_closed(T0)
+        end,
+    lat_check(T),
+    #{counters := #{measured := M}} = tracekit_latency:read(maps:get(res, T)),
+    St#{measured := maps:get(measured, St) + M}.
+
+%% Processes calling the callbacks of shared tracers (big and small rings)
+%% at once, while others read them and one closes them: every call and
+%% return of a big ring is paired; a small ring drops, and what it takes
+%% and drops adds up to what was offered; nothing crashes.
+concurrent_latency_run(N) ->
+    {ok, Big} = tracekit_latency:new(#{recursion => each}),
+    {ok, Small} = tracekit_latency:new(#{size => 4096}),
+    Self = self(),
+    PerWriter = max(500, N div 4),
+    Writers = [spawn_link(fun() ->
+                                  _ = rand:seed(exsss, I),
+                                  [begin
+                                       MFA = lat_mfa(),
+                                       {M, F, A} = MFA,
+                                       [ok = tracekit_latency:trace_call(call, L, self(), {M, F, lists:duplicate(A, y)}, #{})
+                                        || L <- [Big, Small]],
+                                       [ok = tracekit_latency:trace_call(return_from, L, self(), MFA, #{})
+                                        || L <- [Big, Small]],
+                                       case K rem 50 of 0 -> erlang:yield(); _ -> ok end
+                                   end || K <- lists:seq(1, PerWriter)],
+                                  Self ! {written, self()}
+                          end) || I <- lists:seq(1, 4)],
+    Reader = spawn_link(fun() -> lat_reader([Big, Small]) end),
+    [receive {written, W} -> ok end || W <- Writers],
+    Reader ! {stop, self()},
+    receive {stopped, Reader} -> ok end,
+    ok = tracekit_latency:close(Big),
+    ok = tracekit_latency:close(Small),
+    #{counters := CB} = tracekit_latency:read(Big),
+    #{counters := CS} = tracekit_latency:read(Small),
+    Offered = 4 * PerWriter,
+    check(maps:with([calls, returns, measured, dropped], CB)
+          =:= #{calls => Offered, returns => Offered, measured => Offered, dropped => 0},
+          {concurrent_big, CB}),
+    check(maps:get(calls, CS) + maps:get(returns, CS) + maps:get(dropped, CS) =:= 2 * Offered
+          andalso maps:get(measured, CS) =< Offered
+          andalso maps:get(taken, CS) =:= maps:get(written, CS),
+          {concurrent_small, CS}),
+    #{measured => maps:get(measured, CB), small_dropped => maps:get(dropped, CS)}.
+
+lat_reader(Ls) ->
+    receive
+        {stop, From} -> From ! {stopped, self()}
+    after 0 ->
+            [#{counters := _} = tracekit_latency:read(L) || L <- Ls],
+            [#{calls := _} = tracekit_latency:stats(L) || L <- Ls],
+            timer:sleep(1),
+            lat_reader(Ls)
     end.

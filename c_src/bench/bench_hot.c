@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "tk_clock.h"
+#include "tk_lat.h"
 #include "tk_merge.h"
 #include "tk_pub.h"
 #include "tk_ring.h"
@@ -66,6 +67,45 @@ __attribute__((noinline)) static void run_merge(tk_merge *m, long n)
     sink = s;
 }
 
+/* tracekit_latency's hot path after the state lookups: admit (enabled_*)
+ * then push a 32-byte record (trace_*), a call and a return per
+ * iteration, in a ring drained as it goes (never full). */
+static tk_ring lat_ring;
+__attribute__((noinline)) static void run_lat_call_return(long n)
+{
+    uint8_t blind = 0;
+    tk_lat_rec call = {0x1234, 0x100, 0x200, 1, TK_LAT_CALL};
+    tk_lat_rec ret = {0x1234, 0x100, 0x200, 1, TK_LAT_RETURN};
+    for (long i = 0; i < n; i++) {
+        if (tk_lat_admit(&lat_ring, 0, &blind))
+            (void)tk_lat_push(&lat_ring, 0, &blind, (uint64_t)(2 * i), &call);
+        if (tk_lat_admit(&lat_ring, 0, &blind))
+            (void)tk_lat_push(&lat_ring, 0, &blind, (uint64_t)(2 * i + 1), &ret);
+        if ((i & 1023) == 1023) /* (the consumer's part, outside the count) */
+            atomic_store(&lat_ring.tail, atomic_load(&lat_ring.head));
+    }
+}
+
+/* The consumer: merge and pair n call/return pairs of 64 processes, from
+ * 2 rings, into one function's histogram. */
+static _Atomic(tk_ring *) lat_rings[2];
+__attribute__((noinline)) static void run_lat_consume(tk_merge *m, tk_lat *l, long n)
+{
+    const void *p;
+    size_t len;
+    uint64_t st;
+    long got = 0;
+    while (got < 2 * n) {
+        tk_merge_collect(m, lat_rings, 8192); /* as the consumer thread does */
+        while (tk_merge_next(m, &p, &len, &st)) {
+            tk_lat_rec r;
+            memcpy(&r, p, sizeof r);
+            tk_lat_record(l, st, &r);
+            got++;
+        }
+    }
+}
+
 static double now_ns(void)
 {
     struct timespec ts;
@@ -102,9 +142,42 @@ int main(void)
     run_merge(&m, N);
     double t5 = now_ns();
 
+    /* Latency: the producer's records, then the consumer's pairing. */
+    if (tk_ring_init(&lat_ring, 1 << 20, TK_RING_DROP) != 0)
+        return 1;
+    double t6 = now_ns();
+    run_lat_call_return(N);
+    double t7 = now_ns();
+    tk_ring *lr[2];
+    for (int k = 0; k < 2; k++) {
+        lr[k] = malloc(sizeof *lr[k]);
+        if (lr[k] == NULL || tk_ring_init(lr[k], 128 << 20, TK_RING_DROP) != 0)
+            return 1;
+        atomic_store(&lat_rings[k], lr[k]);
+    }
+    uint8_t blind[2] = {0, 0};
+    for (long i = 0; i < N; i++) { /* 64 processes, calls and returns on both rings */
+        uint64_t pid = 0x1000 + 16 * (uint64_t)(i % 64);
+        tk_lat_rec call = {pid, 0x100, 0x200, 1, TK_LAT_CALL};
+        tk_lat_rec ret = {pid, 0x100, 0x200, 1, TK_LAT_RETURN};
+        (void)tk_lat_push(lr[i & 1], (unsigned)(i & 1), &blind[i & 1], (uint64_t)(4 * i), &call);
+        (void)tk_lat_push(lr[i & 1], (unsigned)(i & 1), &blind[i & 1], (uint64_t)(4 * i + 2), &ret);
+    }
+    tk_merge lm;
+    tk_lat_opts lo = {TK_LAT_OUTERMOST, 100, 1000, 100000, 1000000000u};
+    tk_lat *lat = tk_lat_new(&lo);
+    if (lat == NULL || tk_merge_init(&lm, 2) != 0)
+        return 1;
+    double t8 = now_ns();
+    run_lat_consume(&lm, lat, N);
+    double t9 = now_ns();
+    if (tk_lat_counts_of(lat)->measured != (uint64_t)N)
+        return 1;
+
     printf("ns per operation (wall clock, rough): push %.1f, clock %.1f, "
-           "config read %.1f, drain+merge %.1f (membarrier: %s)\n",
-           (t1 - t0) / N, (t2 - t1) / N, (t3 - t2) / N, (t5 - t4) / N,
-           tk_pub_gp_uses_membarrier(&pub.gp) ? "yes" : "no");
+           "config read %.1f, drain+merge %.1f, latency call+return records %.1f, "
+           "latency merge+pair per call %.1f (membarrier: %s)\n",
+           (t1 - t0) / N, (t2 - t1) / N, (t3 - t2) / N, (t5 - t4) / N, (t7 - t6) / N,
+           (t9 - t8) / N, tk_pub_gp_uses_membarrier(&pub.gp) ? "yes" : "no");
     return 0;
 }

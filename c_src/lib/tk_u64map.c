@@ -68,6 +68,38 @@ int tk_u64map_put(tk_u64map *m, uint64_t key, uint32_t val)
     return 0;
 }
 
+uint32_t *tk_u64map_ref(const tk_u64map *m, uint64_t key)
+{
+    if (m->cap == 0)
+        return NULL;
+    for (size_t i = slot_of(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+        if (m->keys[i] == key)
+            return &m->vals[i];
+        if (m->keys[i] == 0)
+            return NULL;
+    }
+}
+
+void tk_u64map_remove(tk_u64map *m, uint64_t key)
+{
+    uint32_t *v = tk_u64map_ref(m, key);
+    if (v == NULL)
+        return;
+    size_t mask = m->cap - 1, i = (size_t)(v - m->vals);
+    /* Each later entry of the run moves into the hole unless its home
+     * lies after the hole (cyclically, up to itself). */
+    for (size_t j = (i + 1) & mask; m->keys[j] != 0; j = (j + 1) & mask) {
+        size_t home = slot_of(m->keys[j], m->cap);
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            m->keys[i] = m->keys[j];
+            m->vals[i] = m->vals[j];
+            i = j;
+        }
+    }
+    m->keys[i] = 0;
+    m->n--;
+}
+
 void tk_u64map_clear(tk_u64map *m)
 {
     if (m->cap > 0)

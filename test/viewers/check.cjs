@@ -13,6 +13,11 @@
 //     drawn from the server the call went to, no reply label on a request,
 //     every label within its arrow's lifelines and on the page, and every
 //     call of the timeline visible beside one long call.
+//   - the latency drawings of calls of known durations, as an SVG export
+//     and in a report: a drawing per function, its bars holding every
+//     call that returned (blue) or raised (red), on a log scale whose
+//     decades are evenly spaced, the bars within the measured minimum and
+//     maximum, and the percentile marks where their values are.
 // Usage: node check.cjs VIEWERS_DIR OUT_DIR SHOTS_DIR|-
 // OUT_DIR holds workload.trace.json, workload.folded, report.html and the
 // *.expect.json written by tracekit_viewers.erl. Exit status 0 when every
@@ -173,6 +178,84 @@ async function report(browser) {
   await page.close();
 }
 
+// What the latency drawings of a page show, read from the SVG elements.
+async function latencyDrawings(page) {
+  return page.evaluate(() => [...document.querySelectorAll('svg.latency')].map(svg => {
+    const ticks = [...svg.querySelectorAll('text.tick')].map(t => ({
+      us: +t.getAttribute('data-us'), x: +t.getAttribute('x')}));
+    const rects = cls => [...svg.querySelectorAll('rect.' + cls)].map(r => {
+      const b = r.getBBox();
+      return {n: +r.getAttribute('data-n'), x0: b.x, x1: b.x + b.width, h: b.height};
+    });
+    const marks = [...svg.querySelectorAll('line.mark')].map(l => ({
+      p: l.getAttribute('data-p'), us: +l.getAttribute('data-us'), x: +l.getAttribute('x1')}));
+    const box = svg.getBoundingClientRect();
+    return {mfa: svg.getAttribute('data-mfa'), ticks, bars: rects('bar'), excs: rects('exc'),
+            marks, width: box.width, height: box.height};
+  }));
+}
+
+function checkLatency(where, drawings, expect) {
+  check(`${where}: a drawing per function, by total time`,
+        JSON.stringify(drawings.map(d => d.mfa)) === JSON.stringify(expect.functions.map(f => f.mfa)),
+        JSON.stringify(drawings.map(d => d.mfa)));
+  for (const [i, d] of drawings.entries()) {
+    const f = expect.functions[i];
+    if (!f) break;
+    const sum = rs => rs.reduce((a, r) => a + r.n, 0);
+    check(`${where}: ${d.mfa} is drawn`, d.width > 300 && d.height > 100, `${d.width}x${d.height}`);
+    check(`${where}: ${d.mfa}'s bars hold its ${f.returned} returns and ${f.raised} exceptions`,
+          sum(d.bars) === f.returned && sum(d.excs) === f.raised,
+          `${sum(d.bars)}, ${sum(d.excs)}`);
+    check(`${where}: ${d.mfa}'s bars have heights`,
+          d.bars.every(b => b.h > 0) && d.excs.every(b => b.h > 0));
+    // Decades evenly spaced: a log scale.
+    const steps = d.ticks.slice(1).map((t, k) => [t.x - d.ticks[k].x, t.us / d.ticks[k].us]);
+    check(`${where}: ${d.mfa}'s axis is in decades, evenly spaced`,
+          d.ticks.length >= 2 && steps.every(([dx, r]) => Math.abs(dx - steps[0][0]) < 0.05 &&
+                                                           Math.abs(r - 10) < 1e-6),
+          JSON.stringify(d.ticks));
+    const x = us => d.ticks[0].x + (Math.log10(us) - Math.log10(d.ticks[0].us)) * steps[0][0];
+    const all = d.bars.concat(d.excs);
+    check(`${where}: ${d.mfa}'s bars lie between its minimum and maximum`,
+          all.every(b => b.x1 >= x(f.min_us) - 0.5 && b.x0 <= x(f.max_us) + 0.5) &&
+          all.some(b => b.x0 <= x(f.max_us) + 0.5 && b.x1 >= x(f.max_us) - 0.5),
+          JSON.stringify({min: x(f.min_us), max: x(f.max_us), bars: all.map(b => [b.x0, b.x1])}));
+    check(`${where}: ${d.mfa}'s marks are where their values are`,
+          d.marks.length === (f.returned > 0 ? 4 : 0) &&
+          d.marks.every(m => Math.abs(m.x - x(m.us)) < 0.6) &&
+          d.marks.some(m => m.p === 'p50' && Math.abs(m.us - f.p50_us) < 0.01),
+          JSON.stringify(d.marks));
+  }
+}
+
+async function latency(browser) {
+  const expect = readJson('latency.expect.json');
+  for (const [file, shotName] of [['latency.svg', 'latency.png'],
+                                  ['latency-report.html', 'latency-report.png']]) {
+    const page = await browser.newPage();
+    await page.setViewport({width: 900, height: 700});
+    const errors = [];
+    const requests = [];
+    page.on('pageerror', e => errors.push(e.message));
+    page.on('request', r => requests.push(r.url()));
+    await page.goto('file://' + path.join(outDir, file), {waitUntil: 'load'});
+    checkLatency(file, await latencyDrawings(page), expect);
+    if (file.endsWith('.html')) {
+      const rows = await page.evaluate(() =>
+        [...document.querySelectorAll('table.latency tbody tr')].map(r => r.cells[0].textContent));
+      check(`${file}: the Latency table has a row per function`,
+            JSON.stringify(rows) === JSON.stringify(expect.functions.map(f => f.mfa)),
+            JSON.stringify(rows));
+    }
+    check(`${file}: loads nothing and raises nothing`,
+          errors.length === 0 && requests.every(u => u.startsWith('file://') || u.startsWith('data:')),
+          JSON.stringify({errors, requests}));
+    await shot(page, shotName, {fullPage: true});
+    await page.close();
+  }
+}
+
 async function drawing(browser) {
   const expect = readJson('drawing.expect.json');
   const page = await browser.newPage();
@@ -234,6 +317,7 @@ async function drawing(browser) {
     await chromeExport(browser);
     await foldedExport(browser);
     await report(browser);
+    await latency(browser);
     await drawing(browser);
   } catch (e) {
     check('the viewers ran', false, e && e.stack);
