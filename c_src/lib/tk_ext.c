@@ -93,6 +93,81 @@ static bool skip(ext_in *in, size_t n)
     return true;
 }
 
+/* The head of a tuple, list, map, fun or export: *inner set to the terms
+ * it holds (rest: the bytes left, each inner term taking one at least). */
+static tk_ext_kind container_head(ext_in *in, const unsigned char *b, size_t rest,
+                                  uint64_t *inner)
+{
+    uint64_t n;
+    switch (b[0]) {
+    case 'h': /* SMALL_TUPLE_EXT */
+    case 'i': /* LARGE_TUPLE_EXT */
+        if (!have(in, b[0] == 'h' ? 2 : 5))
+            return TK_EXT_BAD;
+        n = b[0] == 'h' ? b[1] : be32(b + 1);
+        in->at += b[0] == 'h' ? 2 : 5;
+        *inner = n;
+        return n <= rest ? TK_EXT_OTHER : TK_EXT_BAD;
+    case 'l': /* LIST_EXT: n elements and a tail */
+        if (!have(in, 5))
+            return TK_EXT_BAD;
+        n = be32(b + 1);
+        in->at += 5;
+        *inner = n + 1;
+        return n < rest ? TK_EXT_OTHER : TK_EXT_BAD;
+    case 't': /* MAP_EXT: n keys and values */
+        if (!have(in, 5))
+            return TK_EXT_BAD;
+        n = be32(b + 1);
+        in->at += 5;
+        *inner = 2 * n;
+        return 2 * n <= rest ? TK_EXT_OTHER : TK_EXT_BAD;
+    case 'p': { /* NEW_FUN_EXT: Size, Arity, Uniq, Index, NumFree, then
+                 * Module, OldIndex, OldUniq, Pid and NumFree terms */
+        if (!have(in, 1 + 4 + 1 + 16 + 4 + 4))
+            return TK_EXT_BAD;
+        uint32_t nfree = be32(b + 1 + 4 + 1 + 16 + 4);
+        in->at += 1 + 4 + 1 + 16 + 4 + 4;
+        *inner = 4 + (uint64_t)nfree;
+        return *inner <= rest ? TK_EXT_OTHER : TK_EXT_BAD;
+    }
+    default: /* 'q', EXPORT_EXT: module, function, arity */
+        in->at++;
+        *inner = 3;
+        return TK_EXT_OTHER;
+    }
+}
+
+/* A pid, port or reference: its node's atom and its numbers. */
+static tk_ext_kind identifier_head(ext_in *in, const unsigned char *b)
+{
+    uint64_t n;
+    switch (b[0]) {
+    case 'X': /* NEW_PID_EXT */
+    case 'g': /* PID_EXT */
+        in->at++;
+        return atom(in) && skip(in, b[0] == 'X' ? 12 : 9) ? TK_EXT_PID : TK_EXT_BAD;
+    case 'Y': /* NEW_PORT_EXT */
+    case 'x': /* V4_PORT_EXT */
+    case 'f': /* PORT_EXT */
+        in->at++;
+        return atom(in) && skip(in, b[0] == 'Y' ? 8 : b[0] == 'x' ? 12 : 5) ? TK_EXT_PORT
+                                                                            : TK_EXT_BAD;
+    case 'Z': /* NEWER_REFERENCE_EXT */
+    case 'r': /* NEW_REFERENCE_EXT */
+        if (!have(in, 3))
+            return TK_EXT_BAD;
+        n = be16(b + 1);
+        in->at += 3;
+        if (n == 0 || n > 5 || !atom(in))
+            return TK_EXT_BAD;
+        return skip(in, (b[0] == 'Z' ? 4 : 1) + 4 * (size_t)n) ? TK_EXT_OTHER : TK_EXT_BAD;
+    default: /* 'e', REFERENCE_EXT */
+        in->at++;
+        return atom(in) && skip(in, 5) ? TK_EXT_OTHER : TK_EXT_BAD;
+    }
+}
+
 /* One term's own bytes at in->at: its kind, and in *inner the number of
  * terms it holds that follow it (containers), or TK_EXT_BAD. */
 static tk_ext_kind term_head(ext_in *in, uint64_t *inner)
@@ -120,28 +195,6 @@ static tk_ext_kind term_head(ext_in *in, uint64_t *inner)
     case 'j': /* NIL_EXT */
         in->at++;
         return TK_EXT_NIL;
-    case 'h': /* SMALL_TUPLE_EXT */
-    case 'i': /* LARGE_TUPLE_EXT */
-        if (!have(in, b[0] == 'h' ? 2 : 5))
-            return TK_EXT_BAD;
-        n = b[0] == 'h' ? b[1] : be32(b + 1);
-        in->at += b[0] == 'h' ? 2 : 5;
-        *inner = n;
-        return n <= rest ? TK_EXT_OTHER : TK_EXT_BAD;
-    case 'l': /* LIST_EXT: n elements and a tail */
-        if (!have(in, 5))
-            return TK_EXT_BAD;
-        n = be32(b + 1);
-        in->at += 5;
-        *inner = n + 1;
-        return n < rest ? TK_EXT_OTHER : TK_EXT_BAD;
-    case 't': /* MAP_EXT: n keys and values */
-        if (!have(in, 5))
-            return TK_EXT_BAD;
-        n = be32(b + 1);
-        in->at += 5;
-        *inner = 2 * n;
-        return 2 * n <= rest ? TK_EXT_OTHER : TK_EXT_BAD;
     case 'k': /* STRING_EXT */
         return have(in, 3) && skip(in, 3 + be16(b + 1)) ? TK_EXT_OTHER : TK_EXT_BAD;
     case 'm': /* BINARY_EXT */
@@ -164,41 +217,22 @@ static tk_ext_kind term_head(ext_in *in, uint64_t *inner)
         if (in->p[in->at] > 1) /* the sign */
             return TK_EXT_BAD;
         return skip(in, 1 + (size_t)n) ? TK_EXT_OTHER : TK_EXT_BAD;
-    case 'X': /* NEW_PID_EXT */
-    case 'g': /* PID_EXT */
-        in->at++;
-        return atom(in) && skip(in, b[0] == 'X' ? 12 : 9) ? TK_EXT_PID : TK_EXT_BAD;
-    case 'Y': /* NEW_PORT_EXT */
-    case 'x': /* V4_PORT_EXT */
-    case 'f': /* PORT_EXT */
-        in->at++;
-        return atom(in) && skip(in, b[0] == 'Y' ? 8 : b[0] == 'x' ? 12 : 5) ? TK_EXT_PORT
-                                                                            : TK_EXT_BAD;
-    case 'Z': /* NEWER_REFERENCE_EXT */
-    case 'r': /* NEW_REFERENCE_EXT */
-        if (!have(in, 3))
-            return TK_EXT_BAD;
-        n = be16(b + 1);
-        in->at += 3;
-        if (n == 0 || n > 5 || !atom(in))
-            return TK_EXT_BAD;
-        return skip(in, (b[0] == 'Z' ? 4 : 1) + 4 * (size_t)n) ? TK_EXT_OTHER : TK_EXT_BAD;
-    case 'e': /* REFERENCE_EXT */
-        in->at++;
-        return atom(in) && skip(in, 5) ? TK_EXT_OTHER : TK_EXT_BAD;
-    case 'p': { /* NEW_FUN_EXT: Size, Arity, Uniq, Index, NumFree, then
-                 * Module, OldIndex, OldUniq, Pid and NumFree terms */
-        if (!have(in, 1 + 4 + 1 + 16 + 4 + 4))
-            return TK_EXT_BAD;
-        uint32_t nfree = be32(b + 1 + 4 + 1 + 16 + 4);
-        in->at += 1 + 4 + 1 + 16 + 4 + 4;
-        *inner = 4 + (uint64_t)nfree;
-        return *inner <= rest ? TK_EXT_OTHER : TK_EXT_BAD;
-    }
-    case 'q': /* EXPORT_EXT: module, function, arity */
-        in->at++;
-        *inner = 3;
-        return TK_EXT_OTHER;
+    case 'h':
+    case 'i':
+    case 'l':
+    case 't':
+    case 'p':
+    case 'q':
+        return container_head(in, b, rest, inner);
+    case 'X':
+    case 'g':
+    case 'Y':
+    case 'x':
+    case 'f':
+    case 'Z':
+    case 'r':
+    case 'e':
+        return identifier_head(in, b);
     default:
         /* compressed (80), atom cache references (82), the old fun (117),
          * local terms (121), and tags that do not exist */
