@@ -169,9 +169,9 @@ write(Base, #{events := All, lost := Lost, opts := Opts, tc_pid := TcPid, mark :
                                      unicode:characters_to_binary([Header, Lines,
                                                                    slowest_text(Rec)])),
     Diagrams = [diagram(Base ++ ".messages.mmd", "messages",
-                        message_arrows(Events, FOpts), Names, FOpts)
+                        message_arrows(Events, Names, FOpts), Names, FOpts)
                 || maps:get(messages, Opts)]
-        ++ [diagram(Base ++ ".seq.mmd", "seq_trace", seq_arrows(Events, FOpts), Names, FOpts)
+        ++ [diagram(Base ++ ".seq.mmd", "seq_trace", seq_arrows(Events, Names, FOpts), Names, FOpts)
             || maps:get(seq_trace, Opts)],
     Note = io_lib:format("~w events of the ~ts body (~w earlier events lost)",
                          [length(Events), What, Lost]),
@@ -292,60 +292,15 @@ info({seq_trace, _, Info}) when is_tuple(Info) -> tuple_to_list(Info);
 info({seq_trace, _, Info, _}) when is_tuple(Info) -> tuple_to_list(Info);
 info(_) -> [].
 
-%% Arrows of the messages seen by process tracing. A send to a pid is an
-%% arrow; a send to a name goes to the process that has the name now; a
-%% send to an alias goes to whoever receives the same message next. A
-%% receive that matches no send seen (its sender was not traced) is an
-%% arrow from `untraced'.
-message_arrows(Events, FOpts) ->
-    {Arrows, _, _} = lists:foldl(fun(E, Acc) -> message_arrow(E, Acc, FOpts) end,
-                                 {[], [], []}, Events),
-    [{F, T, L} || {_, F, T, L} <- lists:reverse(Arrows)].
+%% The arrows of the Mermaid diagrams: the messages process tracing saw,
+%% and those seq_trace saw, as the report's diagram pairs them.
+message_arrows(Events, Names, FOpts) ->
+    [{F, T, label(M, FOpts)} || {F, T, M, Ks} <- tracekit_report:arrows(Events, Names),
+                                lists:member(ptrace, Ks)].
 
-message_arrow(E, {Acc, Sent, Unknown} = State, O) when element(1, E) =:= trace;
-                                                        element(1, E) =:= trace_ts ->
-    N = length(Acc),
-    case tuple_to_list(E) of
-        [_, From, send, Msg, To | _] when is_pid(To) ->
-            {[{N, From, To, label(Msg, O)} | Acc], [{To, Msg} | Sent], Unknown};
-        [_, From, send, Msg, To | _] when is_atom(To) ->
-            Dest = case whereis(To) of undefined -> To; P -> P end,
-            {[{N, From, Dest, label(Msg, O)} | Acc], [{Dest, Msg} | Sent], Unknown};
-        [_, From, send, Msg, To | _] ->
-            {[{N, From, To, label(Msg, O)} | Acc], Sent, [{N, Msg} | Unknown]};
-        [_, From, send_to_non_existing_process, Msg, To | _] ->
-            {[{N, From, To, [label(Msg, O), " (no such process)"]} | Acc], Sent, Unknown};
-        [_, To, 'receive', Msg | _] ->
-            case lists:member({To, Msg}, Sent) of
-                true ->
-                    {Acc, lists:delete({To, Msg}, Sent), Unknown};
-                false ->
-                    case lists:keytake(Msg, 2, lists:reverse(Unknown)) of
-                        {value, {I, _}, Rest} ->
-                            {lists:keyreplace(I, 1, Acc, setelement(3, lists:keyfind(I, 1, Acc), To)),
-                             Sent, lists:reverse(Rest)};
-                        false ->
-                            {[{N, untraced, To, label(Msg, O)} | Acc], Sent, Unknown}
-                    end
-            end;
-        _ ->
-            State
-    end;
-message_arrow(_, State, _O) ->
-    State.
-
-%% Arrows of the seq_trace sends; a send to an alias or a name goes to the
-%% process whose receive event has the same serial.
-seq_arrows(Events, O) ->
-    Infos = [I || E <- Events, I <- [seq_info(E)], I =/= none],
-    Receivers = maps:from_list([{{Serial, From}, To}
-                                || {'receive', Serial, From, To, _} <- Infos]),
-    [{From, maps:get({Serial, From}, Receivers, To), label(Msg, O)}
-     || {send, Serial, From, To, Msg} <- Infos].
-
-seq_info({seq_trace, _, Info}) -> Info;
-seq_info({seq_trace, _, Info, _}) -> Info;
-seq_info(_) -> none.
+seq_arrows(Events, Names, FOpts) ->
+    [{F, T, label(M, FOpts)} || {F, T, M, Ks} <- tracekit_report:arrows(Events, Names),
+                                lists:member(seq, Ks)].
 
 label(Msg, #{syntax := elixir} = O) ->
     tracekit_format:message_label(Msg, 80, maps:with([syntax], O));

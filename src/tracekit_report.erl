@@ -35,7 +35,7 @@
 %% (XHTML syntax) as well as HTML.
 -module(tracekit_report).
 
--export([write/2, write/3, html/2]).
+-export([write/2, write/3, html/2, arrows/2]).
 
 -export_type([opts/0, info/0]).
 
@@ -314,6 +314,25 @@ row(_E, _Time, A) ->
     A#acc{rows_out = A#acc.rows_out + 1}.
 
 %%% ---- messages -----------------------------------------------------------------
+
+%% @private
+%% @doc The message arrows of `Events' as the page's sequence diagram
+%% draws them, every one (no cap), in the order of their sends: `{From,
+%% To, Msg, Kinds}', where `Kinds' says whether process tracing
+%% (`ptrace'), seq_trace (`seq') or both saw the message. A send to a name
+%% goes to the process registered under it (`Names', and register events);
+%% a send to an alias or a name the process whose receive took it; a
+%% receive whose send was not seen comes from the process a call went to
+%% when it is that call's reply, else from `untraced'. The CT hook's
+%% Mermaid diagrams are drawn from these.
+-spec arrows([tuple()], #{pid() | port() => atom()}) ->
+          [{term(), term(), term(), [ptrace | seq]}].
+arrows(Events, Names) ->
+    A0 = #acc{o = #{max_arrows => 1 bsl 60}, names = Names,
+              stream = tracekit_format:stream(#{})},
+    A = lists:foldl(fun(E, Acc) -> message(E, 0, register_name(E, Acc)) end, A0, Events),
+    [{F, T, M, Ks} || {_, #arrow{from = F, to = T, msg = M, kinds = Ks}}
+                          <- lists:keysort(1, maps:to_list(A#acc.arrows))].
 
 message(E, Time, A) when (element(1, E) =:= trace orelse element(1, E) =:= trace_ts),
                          tuple_size(E) >= 5 ->

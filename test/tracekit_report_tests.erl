@@ -196,6 +196,27 @@ replies_from_the_called_process_test() ->
     Heads = [texts(H) || H <- xpath("//svg[@class='sequence']/g[@class='head']/text", Doc)],
     ?assertEqual(1, length([H || H <- Heads, string:find(H, "(untraced)") =/= nomatch])).
 
+%% arrows/2, what the CT hook's Mermaid diagrams are drawn from, pairs as
+%% the page does: a reply whose sender was not traced comes from the
+%% called process, a send to a name goes to its process, a message seen
+%% by both process tracing and seq_trace is one arrow of both kinds.
+arrows_test() ->
+    C = c:pid(0, 80, 0),
+    S = c:pid(0, 81, 0),
+    R = make_ref(),
+    Call = {'$gen_call', {C, [alias | R]}, {get, k}},
+    Events = [{trace_ts, C, send, Call, S, 1000},
+              {seq_trace, 0, {send, {0, 1}, C, S, Call}, 1000},
+              {seq_trace, 0, {'receive', {0, 1}, C, S, Call}, 1500},
+              {trace_ts, C, 'receive', {[alias | R], 42}, 2000},
+              {trace_ts, C, send, hello, srv, 3000},
+              {trace_ts, C, 'receive', from_outside, 4000}],
+    ?assertEqual([{C, S, Call, [seq, ptrace]},
+                  {S, C, {[alias | R], 42}, [ptrace]},
+                  {C, S, hello, [ptrace]},
+                  {untraced, C, from_outside, [ptrace]}],
+                 tracekit_report:arrows(Events, #{S => srv})).
+
 %% Labels stay between the lifelines of their arrow (or, for an arrow to
 %% itself, in its column), and never start left of the picture, however
 %% long the message; the columns widen for long labels, within bounds.
