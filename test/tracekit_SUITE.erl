@@ -28,7 +28,8 @@
          caller_and_stack/1, records_of_the_modules_traced/1,
          records_of_a_module_without_debug_info/1, records_of_a_server/1,
          short_refs_in_calls/1, colour_when_asked/1, new_options_are_checked/1,
-         maps_in_patterns_select/1, own_work_is_not_traced/1]).
+         maps_in_patterns_select/1, own_work_is_not_traced/1,
+         strangers_messages_to_the_trace/1]).
 %% Traced by the cases.
 -export([double/1, boom/1, tick/1, handle/2, outer/1, middle/1]).
 %% A server whose state is a record.
@@ -65,7 +66,8 @@ all() ->
      caller_and_stack, records_of_the_modules_traced,
      records_of_a_module_without_debug_info, records_of_a_server,
      short_refs_in_calls, colour_when_asked, new_options_are_checked,
-     maps_in_patterns_select, own_work_is_not_traced].
+     maps_in_patterns_select, own_work_is_not_traced,
+     strangers_messages_to_the_trace].
 
 init_per_testcase(Case, Config) ->
     Io = tk_capture:start(),
@@ -562,6 +564,26 @@ stop_and_wait_only_traces(_Config) ->
     ?assertEqual({error, not_running}, tracekit:stop(T)),
     unlink(Other),
     exit(Other, kill).
+
+%% Messages of a stranger to a trace's process, shaped as a stop or a
+%% wait but naming no process, neither end the trace nor make it crash
+%% (a `{stop, 1}' ended it, and its summary, sent to 1, crashed it before
+%% the callers waiting were answered); the trace is still stopped by
+%% tracekit:stop/1, with its summary.
+strangers_messages_to_the_trace(Config) ->
+    {ok, T} = tracekit:calls("tracekit_SUITE:tick/1", opts(Config, #{max_time => infinity})),
+    M = monitor(process, T),
+    [T ! J || J <- [{stop, 1}, {wait, foo}, {stop, make_ref()}, {wait, {self()}},
+                    {stop, [self()]}, {wait, "x"}]],
+    ticks(2),
+    receive {'DOWN', M, process, T, Why} -> ct:fail({trace_ended, Why})
+    after 500 -> ok
+    end,
+    ?assertMatch({ok, #{reason := stopped, shown := 2}}, tracekit:stop(T)),
+    receive {'DOWN', M, process, T, normal} -> ok
+    after 5000 -> ct:fail(trace_still_running)
+    end,
+    assert_clean(Config, {?MODULE, tick, 1}).
 
 %% The answer of Fun, which must come within a second.
 in_time(Fun) ->
