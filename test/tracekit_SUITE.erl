@@ -29,7 +29,7 @@
          records_of_a_module_without_debug_info/1, records_of_a_server/1,
          short_refs_in_calls/1, colour_when_asked/1, new_options_are_checked/1,
          maps_in_patterns_select/1, own_work_is_not_traced/1,
-         strangers_messages_to_the_trace/1]).
+         strangers_messages_to_the_trace/1, strangers_messages_to_the_agent/1]).
 %% Traced by the cases.
 -export([double/1, boom/1, tick/1, handle/2, outer/1, middle/1]).
 %% A server whose state is a record.
@@ -67,7 +67,7 @@ all() ->
      records_of_a_module_without_debug_info, records_of_a_server,
      short_refs_in_calls, colour_when_asked, new_options_are_checked,
      maps_in_patterns_select, own_work_is_not_traced,
-     strangers_messages_to_the_trace].
+     strangers_messages_to_the_trace, strangers_messages_to_the_agent].
 
 init_per_testcase(Case, Config) ->
     Io = tk_capture:start(),
@@ -583,6 +583,34 @@ strangers_messages_to_the_trace(Config) ->
     receive {'DOWN', M, process, T, normal} -> ok
     after 5000 -> ct:fail(trace_still_running)
     end,
+    assert_clean(Config, {?MODULE, tick, 1}).
+
+%% Messages of a stranger to every process of a trace (its agent and the
+%% agent's janitor among them), shaped as the janitor's requests: the
+%% janitor is told what to undo by its agent only (a stranger's undo was
+%% done at the agent's end: a directory deleted; one naming no process
+%% crashed the janitor and the agent then waited for it forever), and the
+%% trace still stops, leaving nothing behind.
+strangers_messages_to_the_agent(Config) ->
+    Victim = filename:join(?config(priv_dir, Config), "victim_dir"),
+    ok = file:make_dir(Victim),
+    {ok, T} = tracekit:calls("tracekit_SUITE:tick/1", opts(Config, #{max_time => infinity})),
+    Own = tracekit_own:processes() -- [self()],
+    ?assert(length(Own) >= 3),
+    Junk = [{undo, dir, {delete_dir, Victim}}, {undo, seq, bogus}, {undo, x, bogus},
+            {undo_now, seq, 1}, {undo_now, dir, self()}, {undo_now, x, foo}],
+    [[P ! J || J <- Junk] || P <- Own],
+    [P ! {J, seq} || P <- Own, J <- Own],
+    [P ! {J, dir} || P <- Own, J <- Own],
+    ticks(2),
+    Self = self(),
+    Stopper = spawn(fun() -> Self ! {self(), tracekit:stop(T)} end),
+    receive
+        {Stopper, Stopped} -> ?assertMatch({ok, #{reason := stopped, shown := 2}}, Stopped)
+    after 10000 -> ct:fail(stop_blocked)
+    end,
+    tk_collector:eventually(fun() -> not lists:any(fun is_process_alive/1, Own) end),
+    ?assert(filelib:is_dir(Victim)),
     assert_clean(Config, {?MODULE, tick, 1}).
 
 %% The answer of Fun, which must come within a second.
