@@ -46,12 +46,12 @@ start(Trace, Plan) ->
 
 init(Starter, Ref, Trace, #{sink := SinkSpec} = Plan) ->
     Janitor = janitor(self()),
-    ok = tracekit_own:mark([Janitor]),
+    ok = tracekit_own:mark([janitor_pid(Janitor)]),
     Mon = monitor(process, Trace),
     case open_sink(SinkSpec, Janitor) of
         {ok, Sink} ->
             S = trace:session_create(tracekit, tracer(Sink), []),
-            case setup(S, Sink, Plan, [self(), Starter, Trace, Janitor], Janitor) of
+            case setup(S, Sink, Plan, [self(), Starter, Trace, janitor_pid(Janitor)], Janitor) of
                 ok ->
                     ok = resume(Sink),
                     Starter ! {Ref, ok},
@@ -107,7 +107,7 @@ file_path(temp, Janitor) ->
     Temp = temp_dir(),
     case tracekit_private:dir(Temp, ?TEMP_PREFIX ++ atom_to_list(node()) ++ "-") of
         {ok, Dir} ->
-            Janitor ! {undo, dir, {delete_dir, Dir}},
+            remember(Janitor, dir, {delete_dir, Dir}),
             {ok, filename:join(Dir, "node.tkt"), Dir};
         {error, Posix} ->
             {error, {private_dir, Temp, Posix}}
@@ -184,7 +184,7 @@ signal_handlers() ->
 seq_tracer(Sink, Janitor) ->
     Mine = tracer(Sink),
     Prev = seq_trace:set_system_tracer(Mine),
-    Janitor ! {undo, seq, {seq_tracer, Mine, Prev}},
+    remember(Janitor, seq, {seq_tracer, Mine, Prev}),
     ok.
 
 %%% Tracing ---------------------------------------------------------------------
@@ -260,14 +260,12 @@ stop(#{session := S, sink := Sink, janitor := J}) ->
 %% (everything recorded is then drained or written).
 stop_tracing(S, Sink, Janitor) ->
     _ = trace:session_destroy(S),
-    Janitor ! {undo_now, seq, self()},
-    receive {Janitor, seq} -> ok end,
+    undo_now(Janitor, seq),
     close_sink(Sink).
 
 %% The end: the janitor deletes what the agent kept.
 done(#{janitor := J}) ->
-    J ! {undo_now, dir, self()},
-    receive {J, dir} -> ok end.
+    undo_now(J, dir).
 
 %% Events drained now, with the horizon, or the file's counters.
 batch({ring, R}, Max, Horizon) ->
@@ -314,23 +312,42 @@ read(_, _, _) ->
 %% A process that undoes what the agent changed on the node: when asked
 %% (`undo_now') or when the agent ends, however it ends. It is tracekit's
 %% own, made before the session, so no trace of all processes sees it.
+%% It takes requests from its agent only: they carry a reference that only
+%% the agent knows, and other messages are dropped (a stranger's would
+%% have it delete a directory, or crash it and leave the agent waiting).
 janitor(Agent) ->
-    spawn(fun() ->
-                  Mon = monitor(process, Agent),
-                  janitor_loop(Agent, Mon, #{})
-          end).
+    Key = make_ref(),
+    Pid = spawn(fun() ->
+                        Mon = monitor(process, Agent),
+                        janitor_loop(Key, Agent, Mon, #{})
+                end),
+    {Pid, Key}.
 
-janitor_loop(Agent, Mon, Undo) ->
+janitor_pid({Pid, _Key}) -> Pid.
+
+%% What the janitor undoes if the agent ends before undo_now/2.
+remember({Pid, Key}, What, Undo) ->
+    Pid ! {Key, undo, What, Undo},
+    ok.
+
+%% Undoes What now, and waits until it is done.
+undo_now({Pid, Key}, What) ->
+    Pid ! {Key, undo_now, What},
+    receive {Key, What} -> ok end.
+
+janitor_loop(Key, Agent, Mon, Undo) ->
     receive
-        {undo, Key, What} ->
-            janitor_loop(Agent, Mon, Undo#{Key => What});
-        {undo_now, Key, From} ->
-            _ = [undo(What) || What <- [maps:get(Key, Undo, none)], What =/= none],
-            From ! {self(), Key},
-            janitor_loop(Agent, Mon, maps:remove(Key, Undo));
+        {Key, undo, What, U} ->
+            janitor_loop(Key, Agent, Mon, Undo#{What => U});
+        {Key, undo_now, What} ->
+            _ = [undo(U) || U <- [maps:get(What, Undo, none)], U =/= none],
+            Agent ! {Key, What},
+            janitor_loop(Key, Agent, Mon, maps:remove(What, Undo));
         {'DOWN', Mon, process, Agent, _} ->
-            _ = [undo(What) || What <- maps:values(Undo)],
-            ok
+            _ = [undo(U) || U <- maps:values(Undo)],
+            ok;
+        _ ->
+            janitor_loop(Key, Agent, Mon, Undo)
     end.
 
 %% The previous seq tracer is put back only while the agent's is still

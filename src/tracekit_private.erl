@@ -55,7 +55,10 @@ move_in(From, To) ->
 %% mode 0600 and renamed to `Path' when done: it is never written through
 %% a link planted at `Path' (a link there is replaced, not followed), never
 %% readable by others, and never seen half written. `Path' may name an
-%% existing regular file or link (replaced), nothing else.
+%% existing regular file or link (replaced), nothing else. The private
+%% directory goes with the calling process: if it exits before `Done' is
+%% called (an export killed part way), the directory and what was written
+%% are deleted.
 -spec open_output(file:filename_all()) ->
           {ok, file:fd(), fun((ok | abort) -> ok | {error, atom()})} | {error, atom()}.
 open_output(Path) ->
@@ -63,34 +66,74 @@ open_output(Path) ->
     maybe
         ok ?= replaceable(Path),
         sweep(Parent, ?OUTPUT_PREFIX),
-        {ok, Dir} ?= dir(Parent, ?OUTPUT_PREFIX),
+        {ok, Dir, Keeper} ?= kept_dir(Parent, ?OUTPUT_PREFIX),
         Tmp = filename:join(Dir, "output"),
-        {ok, Fd} ?= private_open(Tmp, Dir),
+        {ok, Fd} ?= private_open(Tmp, Dir, Keeper),
         {ok, Fd, fun(ok) ->
                          Closed = file:close(Fd),
                          Moved = case Closed of
                                      ok -> file:rename(Tmp, Path);
                                      _ -> Closed
                                  end,
-                         delete_dir(Dir),
+                         release(Dir, Keeper),
                          Moved;
                     (abort) ->
                          _ = file:close(Fd),
-                         delete_dir(Dir)
+                         release(Dir, Keeper)
                  end}
     end.
 
-private_open(Tmp, Dir) ->
+private_open(Tmp, Dir, Keeper) ->
     case file:open(Tmp, [write, raw, binary, exclusive]) of
         {ok, Fd} ->
             case file:change_mode(Tmp, 8#600) of
                 ok -> {ok, Fd};
-                {error, _} = E -> _ = file:close(Fd), delete_dir(Dir), E
+                {error, _} = E -> _ = file:close(Fd), release(Dir, Keeper), E
             end;
         {error, _} = E ->
-            delete_dir(Dir),
+            release(Dir, Keeper),
             E
     end.
+
+%% A private directory that goes with the calling process: it is made by
+%% a keeper process that watches the caller and deletes the directory if
+%% the caller exits before release/2 (which deletes it and lets the keeper
+%% go). The keeper makes it, so that no moment of the caller's leaves a
+%% directory that nobody deletes.
+kept_dir(Parent, Prefix) ->
+    Owner = self(),
+    Ref = make_ref(),
+    {Keeper, Mon} = spawn_monitor(fun() -> keep(Owner, Ref, Parent, Prefix) end),
+    receive
+        {Ref, {ok, Dir}} ->
+            demonitor(Mon, [flush]),
+            {ok, Dir, {Keeper, Ref}};
+        {Ref, {error, _} = E} ->
+            demonitor(Mon, [flush]),
+            E;
+        {'DOWN', Mon, process, Keeper, _} ->
+            {error, enomem}
+    end.
+
+keep(Owner, Ref, Parent, Prefix) ->
+    Mon = monitor(process, Owner),
+    ok = tracekit_own:mark([]),
+    Made = dir(Parent, Prefix),
+    Owner ! {Ref, Made},
+    case Made of
+        {ok, Dir} ->
+            receive
+                {Ref, release} -> ok;
+                {'DOWN', Mon, process, Owner, _} -> delete_dir(Dir)
+            end;
+        {error, _} ->
+            ok
+    end.
+
+release(Dir, {Keeper, Ref}) ->
+    delete_dir(Dir),
+    Keeper ! {Ref, release},
+    ok.
 
 replaceable(Path) ->
     case file:read_link_info(Path) of

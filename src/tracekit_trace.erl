@@ -265,10 +265,12 @@ on_nodes(Nodes) ->
 
 loop(#st{caller_mon = CM} = St0) ->
     St = St0#st{nodes = tracekit_nodes:request(St0#st.nodes)},
+    %% A stop or a wait names the process to answer (tracekit:stop/1 and
+    %% wait/2): a message of that shape from anyone else is not one.
     receive
-        {stop, From} ->
+        {stop, From} when is_pid(From) ->
             finish(stopped, St#st{waiters = [From | St#st.waiters]});
-        {wait, From} ->
+        {wait, From} when is_pid(From) ->
             loop(St#st{waiters = [From | St#st.waiters]});
         {'DOWN', CM, process, _, _} ->
             finish(caller_down, St);
@@ -456,7 +458,7 @@ interrupted(#st{caller_mon = CM, batch_at = At} = St) ->
             St;
         none ->
             receive
-                {stop, From} ->
+                {stop, From} when is_pid(From) ->
                     St#st{open = false, reason = stopped, waiters = [From | St#st.waiters]};
                 {'DOWN', CM, process, _, _} ->
                     St#st{open = false, reason = caller_down}
@@ -518,8 +520,8 @@ finish(Reason0, St0) ->
 %% Those who asked for the end while lines were being made.
 waiters(St) ->
     receive
-        {stop, From} -> waiters(St#st{waiters = [From | St#st.waiters]});
-        {wait, From} -> waiters(St#st{waiters = [From | St#st.waiters]})
+        {stop, From} when is_pid(From) -> waiters(St#st{waiters = [From | St#st.waiters]});
+        {wait, From} when is_pid(From) -> waiters(St#st{waiters = [From | St#st.waiters]})
     after 0 ->
             St
     end.
@@ -537,7 +539,7 @@ drain(#st{nodes = N0} = St0, Until) ->
         false ->
             Left = Until - erlang:monotonic_time(millisecond),
             receive
-                {stop, From} ->
+                {stop, From} when is_pid(From) ->
                     drain(St#st{waiters = [From | St#st.waiters]}, Until);
                 Msg ->
                     case tracekit_nodes:handle(Msg, St#st.nodes) of

@@ -28,7 +28,8 @@
          caller_and_stack/1, records_of_the_modules_traced/1,
          records_of_a_module_without_debug_info/1, records_of_a_server/1,
          short_refs_in_calls/1, colour_when_asked/1, new_options_are_checked/1,
-         maps_in_patterns_select/1, own_work_is_not_traced/1]).
+         maps_in_patterns_select/1, own_work_is_not_traced/1,
+         strangers_messages_to_the_trace/1, strangers_messages_to_the_agent/1]).
 %% Traced by the cases.
 -export([double/1, boom/1, tick/1, handle/2, outer/1, middle/1]).
 %% A server whose state is a record.
@@ -65,7 +66,8 @@ all() ->
      caller_and_stack, records_of_the_modules_traced,
      records_of_a_module_without_debug_info, records_of_a_server,
      short_refs_in_calls, colour_when_asked, new_options_are_checked,
-     maps_in_patterns_select, own_work_is_not_traced].
+     maps_in_patterns_select, own_work_is_not_traced,
+     strangers_messages_to_the_trace, strangers_messages_to_the_agent].
 
 init_per_testcase(Case, Config) ->
     Io = tk_capture:start(),
@@ -562,6 +564,54 @@ stop_and_wait_only_traces(_Config) ->
     ?assertEqual({error, not_running}, tracekit:stop(T)),
     unlink(Other),
     exit(Other, kill).
+
+%% Messages of a stranger to a trace's process, shaped as a stop or a
+%% wait but naming no process, neither end the trace nor make it crash
+%% (a `{stop, 1}' ended it, and its summary, sent to 1, crashed it before
+%% the callers waiting were answered); the trace is still stopped by
+%% tracekit:stop/1, with its summary.
+strangers_messages_to_the_trace(Config) ->
+    {ok, T} = tracekit:calls("tracekit_SUITE:tick/1", opts(Config, #{max_time => infinity})),
+    M = monitor(process, T),
+    [T ! J || J <- [{stop, 1}, {wait, foo}, {stop, make_ref()}, {wait, {self()}},
+                    {stop, [self()]}, {wait, "x"}]],
+    ticks(2),
+    receive {'DOWN', M, process, T, Why} -> ct:fail({trace_ended, Why})
+    after 500 -> ok
+    end,
+    ?assertMatch({ok, #{reason := stopped, shown := 2}}, tracekit:stop(T)),
+    receive {'DOWN', M, process, T, normal} -> ok
+    after 5000 -> ct:fail(trace_still_running)
+    end,
+    assert_clean(Config, {?MODULE, tick, 1}).
+
+%% Messages of a stranger to every process of a trace (its agent and the
+%% agent's janitor among them), shaped as the janitor's requests: the
+%% janitor is told what to undo by its agent only (a stranger's undo was
+%% done at the agent's end: a directory deleted; one naming no process
+%% crashed the janitor and the agent then waited for it forever), and the
+%% trace still stops, leaving nothing behind.
+strangers_messages_to_the_agent(Config) ->
+    Victim = filename:join(?config(priv_dir, Config), "victim_dir"),
+    ok = file:make_dir(Victim),
+    {ok, T} = tracekit:calls("tracekit_SUITE:tick/1", opts(Config, #{max_time => infinity})),
+    Own = tracekit_own:processes() -- [self()],
+    ?assert(length(Own) >= 3),
+    Junk = [{undo, dir, {delete_dir, Victim}}, {undo, seq, bogus}, {undo, x, bogus},
+            {undo_now, seq, 1}, {undo_now, dir, self()}, {undo_now, x, foo}],
+    [[P ! J || J <- Junk] || P <- Own],
+    [P ! {J, seq} || P <- Own, J <- Own],
+    [P ! {J, dir} || P <- Own, J <- Own],
+    ticks(2),
+    Self = self(),
+    Stopper = spawn(fun() -> Self ! {self(), tracekit:stop(T)} end),
+    receive
+        {Stopper, Stopped} -> ?assertMatch({ok, #{reason := stopped, shown := 2}}, Stopped)
+    after 10000 -> ct:fail(stop_blocked)
+    end,
+    tk_collector:eventually(fun() -> not lists:any(fun is_process_alive/1, Own) end),
+    ?assert(filelib:is_dir(Victim)),
+    assert_clean(Config, {?MODULE, tick, 1}).
 
 %% The answer of Fun, which must come within a second.
 in_time(Fun) ->

@@ -16,7 +16,8 @@
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_group/2, end_per_group/2]).
 -export([workloads/1, random_terms/1, text_lines/1, lost_events/1, filters/1, nodes/1,
-         errors/1, damaged_files/1, wrap_set/1, private_output/1]).
+         errors/1, damaged_files/1, wrap_set/1, private_output/1,
+         interrupted_output/1]).
 -export([peer_workload/2]).
 
 -define(VARIANTS, [plain, timestamp, monotonic_timestamp,
@@ -28,7 +29,7 @@
 
 all() ->
     [{group, variants}, random_terms, text_lines, lost_events, filters, wrap_set, nodes,
-     errors, damaged_files, private_output].
+     errors, damaged_files, private_output, interrupted_output].
 
 groups() ->
     [{variants, [], [{group, V} || V <- ?VARIANTS]}
@@ -891,3 +892,36 @@ private_output(Config) ->
     one_line(E5, "not a regular file"),
     ?assertEqual(["out.txt", "victim"], lists:sort(element(2, file:list_dir(Dir)))).
 
+
+%% -o stopped part way by a signal (^C, kill, a closed terminal): the part
+%% written (message contents, under a hidden name beside the output) is
+%% removed, as a failed run's is, and the output's name is not made.
+interrupted_output(Config) ->
+    Trace = filename:join(?config(priv_dir, Config), "interrupted.tkt"),
+    {ok, F} = tracekit_file:new(#{path => Trace, buffer => 64 * 1024 * 1024}),
+    Self = self(),
+    Msg = {lists:seq(1, 40), <<"secret">>},
+    [tracekit_file:trace(send, F, Self, Msg, #{extra => Self}) || _ <- lists:seq(1, 300000)],
+    ok = tracekit_file:close(F),
+    [interrupted_output(Config, Trace, Sig) || Sig <- ["INT", "TERM", "HUP"]].
+
+interrupted_output(Config, Trace, Sig) ->
+    Dir = filename:join(?config(priv_dir, Config), "interrupted_" ++ Sig),
+    ok = file:make_dir(Dir),
+    Out = filename:join(Dir, "out.txt"),
+    Port = open_port({spawn_executable, ?config(cat, Config)},
+                     [{args, ["-o", Out, Trace]}, exit_status]),
+    {os_pid, OsPid} = erlang:port_info(Port, os_pid),
+    %% Signalled once the hidden file is being written.
+    ok = until_hidden(Dir, 20000),
+    _ = os:cmd("kill -" ++ Sig ++ " " ++ integer_to_list(OsPid)),
+    Status = receive {Port, {exit_status, S}} -> S after 60000 -> timeout end,
+    ct:pal("SIG~s: exit status ~p, left ~p", [Sig, Status, file:list_dir(Dir)]),
+    ?assertNotEqual(0, Status),
+    ?assertEqual({ok, []}, file:list_dir(Dir)).
+
+until_hidden(Dir, Ms) when Ms > 0 ->
+    case file:list_dir(Dir) of
+        {ok, [".tracekit-cat-" ++ _]} -> ok;
+        {ok, []} -> timer:sleep(1), until_hidden(Dir, Ms - 1)
+    end.

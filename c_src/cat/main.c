@@ -3,6 +3,7 @@
  * (text.c) or in dbg's file format (dbg.c). */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -44,6 +45,45 @@ typedef struct {
     char *tmp;        /* the hidden name while it is written */
 } out_file;
 
+/* The hidden name being written, for the signals that stop a run (^C,
+ * kill, a closed terminal, a file size limit): the part written holds
+ * message contents and is removed, as a failed run's is. Set and cleared
+ * with those signals blocked. */
+static const char *volatile written_tmp;
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXFSZ};
+
+static void on_stop_signal(int sig)
+{
+    const char *tmp = written_tmp;
+    if (tmp != NULL)
+        unlink(tmp);
+    signal(sig, SIG_DFL);
+    raise(sig); /* the status of a run stopped by the signal */
+}
+
+static void block_stop_signals(sigset_t *old)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    for (size_t k = 0; k < sizeof stop_signals / sizeof *stop_signals; k++)
+        sigaddset(&set, stop_signals[k]);
+    sigprocmask(SIG_BLOCK, &set, old);
+}
+
+/* Removes the hidden name on the stop signals (those not ignored, as a
+ * shell's background job ignores SIGINT). */
+static void remove_on_stop_signals(void)
+{
+    for (size_t k = 0; k < sizeof stop_signals / sizeof *stop_signals; k++) {
+        struct sigaction sa, was;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(stop_signals[k], NULL, &was) == 0 && was.sa_handler != SIG_IGN)
+            sigaction(stop_signals[k], &sa, NULL);
+    }
+}
+
 /* Opens the output: its descriptor, or -1 said on standard error. */
 static int open_output(out_file *o)
 {
@@ -60,7 +100,13 @@ static int open_output(out_file *o)
     o->tmp = xmalloc(dirlen + sizeof hidden);
     memcpy(o->tmp, o->path, dirlen);
     memcpy(o->tmp + dirlen, hidden, sizeof hidden);
+    remove_on_stop_signals();
+    sigset_t old;
+    block_stop_signals(&old);
     int fd = mkstemp(o->tmp); /* O_EXCL, mode 0600 */
+    if (fd >= 0)
+        written_tmp = o->tmp;
+    sigprocmask(SIG_SETMASK, &old, NULL);
     if (fd < 0) {
         cat_error("%s: %s", o->path, strerror(errno));
         free(o->tmp);
@@ -82,6 +128,8 @@ static int close_output(out_file *o, int fd, int status)
         keep = false;
         status = CAT_OUTPUT;
     }
+    sigset_t old;
+    block_stop_signals(&old);
     if (keep && rename(o->tmp, o->path) != 0) {
         cat_error("%s: %s", o->path, strerror(errno));
         keep = false;
@@ -89,6 +137,8 @@ static int close_output(out_file *o, int fd, int status)
     }
     if (!keep)
         unlink(o->tmp);
+    written_tmp = NULL;
+    sigprocmask(SIG_SETMASK, &old, NULL);
     free(o->tmp);
     return status;
 }
