@@ -8,8 +8,8 @@ tmp(Name) ->
     filename:join(os:getenv("TMPDIR", "/tmp"),
                   "tracekit_private_" ++ Name ++ "_" ++ integer_to_list(erlang:unique_integer([positive]))).
 
-%% Waits up to about 3 s for Fun() to be true.
-eventually(Fun) -> eventually(Fun, 60).
+%% Waits up to about 10 s for Fun() to be true (a loaded machine).
+eventually(Fun) -> eventually(Fun, 200).
 
 eventually(Fun, 0) -> Fun();
 eventually(Fun, N) ->
