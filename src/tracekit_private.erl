@@ -62,6 +62,27 @@ move_in(From, To) ->
 -spec open_output(file:filename_all()) ->
           {ok, file:fd(), fun((ok | abort) -> ok | {error, atom()})} | {error, atom()}.
 open_output(Path) ->
+    case name(Path) of
+        {ok, Name} -> open_output1(Name);
+        error -> {error, badarg}
+    end.
+
+%% A file name as file:name_all() is, flattened; error for any other term.
+name(Path) when is_binary(Path) -> {ok, Path};
+name(Path) when is_atom(Path); is_list(Path) ->
+    try filename:flatten(Path) of
+        Flat when is_list(Flat) ->
+            case lists:all(fun(C) -> is_integer(C) andalso C >= 0 end, Flat) of
+                true -> {ok, Flat};
+                false -> error
+            end
+    catch
+        error:_ -> error
+    end;
+name(_) ->
+    error.
+
+open_output1(Path) ->
     Parent = filename:dirname(Path),
     maybe
         ok ?= replaceable(Path),

@@ -65,3 +65,10 @@ done_leaves_only_the_output_test() ->
     after
         file:del_dir_r(Dir)
     end.
+
+%% A name that is not a file name is badarg, said, not a crash.
+bad_names_test() ->
+    [?assertEqual({error, badarg}, tracekit_private:write_file(Bad, <<"x">>))
+     || Bad <- [42, {a}, [1.5], [-1], self(), [[$a], {b}]]],
+    ?assertEqual({error, {file, 42, badarg}}, tracekit_report:write([], 42, #{})),
+    ?assertEqual({error, {bad_dest, {a}}}, tracekit_export:jsonl([], {a})).
