@@ -1830,8 +1830,13 @@ gen_entry() ->
     end.
 
 %% The rule (tk_ext.h) as the VM sees it: binary_to_term/1 takes the
-%% whole, uncompressed, and it is an atom, a pid, a port or [].
+%% whole, uncompressed, and it is an atom, a pid, a port or []. Tags 73
+%% and 75 are the VM's own (an index into this VM's atom table, which
+%% binary_to_term/1 takes): they mean nothing in a file of another VM, so
+%% the rule refuses them.
 entry_ok(<<131, 80, _/binary>>) ->
+    false;
+entry_ok(<<131, Internal, _/binary>>) when Internal =:= 73; Internal =:= 75 ->
     false;
 entry_ok(E) ->
     try binary_to_term(E, [used]) of
