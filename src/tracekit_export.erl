@@ -175,11 +175,15 @@ latency_svg(Latency, Dest, Opts) when is_map(Opts) ->
         {{ok, Fns}, ok} ->
             case open_dest(Dest) of
                 {ok, Out, Close} ->
-                    try write_out(Out, tracekit_latency_svg:document(Fns, Opts)) of
-                        ok -> {ok, min(map_size(Fns), maps:get(max, Opts, 20))};
-                        {error, Why} -> {error, {write, Why}}
-                    after
-                        Close()
+                    case write_out(Out, tracekit_latency_svg:document(Fns, Opts)) of
+                        ok ->
+                            case Close(ok) of
+                                ok -> {ok, min(map_size(Fns), maps:get(max, Opts, 20))};
+                                {error, Posix} -> {error, {file, Dest, Posix}}
+                            end;
+                        {error, Why} ->
+                            _ = Close(abort),
+                            {error, {write, Why}}
                     end;
                 {error, _} = E ->
                     E

@@ -531,6 +531,31 @@ private_output_test() ->
         file:del_dir_r(Dir)
     end.
 
+%% latency_svg/2 to a file name: the drawing of the functions measured,
+%% written 0600 as the other exports.
+latency_svg_file_test() ->
+    Self = self(),
+    P = spawn(fun() -> receive go -> ok end, [lists:seq(1, N) || N <- lists:seq(1, 50)],
+                       Self ! {done, self()} end),
+    {ok, T} = tracekit:latency("lists:seq/2", #{print => false, max_time => infinity,
+                                                processes => [P]}),
+    P ! go,
+    receive {done, P} -> ok end,
+    {ok, #{histograms := H}} = tracekit:stop(T),
+    Out = tmp("latency") ++ ".svg",
+    try
+        ?assertEqual({ok, 1}, tracekit_export:latency_svg(H, Out)),
+        {ok, Svg} = file:read_file(Out),
+        ?assertMatch({match, _}, re:run(Svg, "<svg")),
+        ?assertMatch({match, _}, re:run(Svg, "lists:seq/2")),
+        {ok, #file_info{mode = Mode}} = file:read_file_info(Out),
+        ?assertEqual(8#600, Mode band 8#777),
+        ?assertMatch({error, {file, _, enoent}},
+                     tracekit_export:latency_svg(H, "/nonexistent/dir/l.svg"))
+    after
+        file:delete(Out)
+    end.
+
 %% At most 65536 sends wait for their receive: the oldest are forgotten.
 pending_bound_test_() ->
     {timeout, 60,
