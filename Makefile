@@ -71,7 +71,7 @@ REBAR ?= rebar3
 export ERL_COMPILER_OPTIONS := [warnings_as_errors]
 
 # ---- C: what c_src/build.sh builds ---------------------------------------------
-# The rooms of c_src/ (README.md, "Design: the layout"): lib, nif/common and
+# The rooms of c_src/ (README.md, "Map of the tree"): lib, nif/common and
 # each nif/<m> make priv/<m>.so; cat (with the lib pieces it uses and ei)
 # makes priv/bin/tracekit-cat; each test_nif/<m> and bench_nif/<m> (with
 # model) makes $(B)/test_nif/<m>.so or $(B)/bench_nif/<m>.so. The objects
