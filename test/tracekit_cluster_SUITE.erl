@@ -788,12 +788,21 @@ disconnection_keeps_remote_files(Config) ->
         %% Every node's events shown (in the files) or counted as dropped.
         [?assertEqual(300, maps:get(shown, maps:get(N, PerNode))
                       + maps:get(dropped, maps:get(N, PerNode))) || N <- Nodes],
-        ?assertEqual(lists:sort([filename:join(Dir, atom_to_list(N) ++ ".tkt") || N <- Nodes]),
+        %% The files are those of the nodes whose events are shown: this
+        %% node's and B's always, A's once it is connected again. (global
+        %% can keep A away longer than the tries, as it did once in a VM
+        %% under AddressSanitizer: A's events are then counted as dropped,
+        %% its file left on A for a while.)
+        Shown = [N || N <- Nodes, maps:get(shown, maps:get(N, PerNode)) > 0],
+        ?assertEqual(lists:sort([filename:join(Dir, atom_to_list(N) ++ ".tkt") || N <- Shown]),
                      Files),
+        ?assertEqual([], [node(), B] -- Shown),
+        _ = [ct:comment("~w's file was not fetched: counted as dropped", [A])
+             || not lists:member(A, Shown)],
         {ok, Events} = tracekit_file:read(Files),
         [?assertEqual(lists:seq(1, 300), [I || {trace_ts, P1, call, {_, tick, [I]}, _} <- Events,
                                                P1 =:= P])
-         || P <- Tickers]
+         || P <- Tickers, lists:member(node(P), Shown)]
     after
         stop_peers(Peers)
     end.
