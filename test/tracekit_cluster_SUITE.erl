@@ -303,7 +303,7 @@ node_lost(Config, Lose) ->
         stop_peers(Peers)
     end.
 
-%% The process that started the trace is killed: within a second every
+%% The process that started the trace is killed: within 5 s every
 %% node is as before (no tracekit session, every ring freed).
 caller_killed(_Config) ->
     Peers = peers(2),
@@ -320,13 +320,14 @@ caller_killed(_Config) ->
         receive {started, _} -> ok after 20000 -> ct:fail(not_started) end,
         [?assertMatch([_], tracekit_sessions(N)) || N <- Nodes],
         exit(Caller, kill),
-        clean_within(1000, Nodes, Alive0)
+        clean_within(5000, Nodes, Alive0)
     after
         stop_peers(Peers)
     end.
 
 %% The trace is started from a peer (the origin) on two other peers; the
-%% origin node is stopped: within a second the others are as before.
+%% origin node is stopped: within 5 s the others are as before (a VM
+%% under AddressSanitizer on a loaded machine took over 1 s).
 origin_node_stopped(_Config) ->
     Peers = peers(3),
     [{Origin, ON}, {_, N1}, {_, N2}] = Peers,
@@ -347,7 +348,7 @@ origin_node_stopped(_Config) ->
         [?assertMatch([_], tracekit_sessions(N)) || N <- [N1, N2]],
         unlink(Origin),
         exit(Origin, kill),
-        clean_within(1000, [N1, N2], Alive0)
+        clean_within(5000, [N1, N2], Alive0)
     after
         stop_peers(Peers)
     end.
