@@ -168,10 +168,14 @@ write(Base, #{events := All, lost := Lost, opts := Opts, tc_pid := TcPid, mark :
     ok = tracekit_private:write_file(Base ++ ".txt",
                                      unicode:characters_to_binary([Header, Lines,
                                                                    slowest_text(Rec)])),
+    Arrows = case maps:get(messages, Opts) orelse maps:get(seq_trace, Opts) of
+                 true -> tracekit_report:arrows(Events, Names);
+                 false -> []
+             end,
     Diagrams = [diagram(Base ++ ".messages.mmd", "messages",
-                        message_arrows(Events, Names, FOpts), Names, FOpts)
+                        arrows_seen_by(ptrace, Arrows, FOpts), Names, FOpts)
                 || maps:get(messages, Opts)]
-        ++ [diagram(Base ++ ".seq.mmd", "seq_trace", seq_arrows(Events, Names, FOpts), Names, FOpts)
+        ++ [diagram(Base ++ ".seq.mmd", "seq_trace", arrows_seen_by(seq, Arrows, FOpts), Names, FOpts)
             || maps:get(seq_trace, Opts)],
     Note = io_lib:format("~w events of the ~ts body (~w earlier events lost)",
                          [length(Events), What, Lost]),
@@ -292,15 +296,11 @@ info({seq_trace, _, Info}) when is_tuple(Info) -> tuple_to_list(Info);
 info({seq_trace, _, Info, _}) when is_tuple(Info) -> tuple_to_list(Info);
 info(_) -> [].
 
-%% The arrows of the Mermaid diagrams: the messages process tracing saw,
-%% and those seq_trace saw, as the report's diagram pairs them.
-message_arrows(Events, Names, FOpts) ->
-    [{F, T, label(M, FOpts)} || {F, T, M, Ks} <- tracekit_report:arrows(Events, Names),
-                                lists:member(ptrace, Ks)].
-
-seq_arrows(Events, Names, FOpts) ->
-    [{F, T, label(M, FOpts)} || {F, T, M, Ks} <- tracekit_report:arrows(Events, Names),
-                                lists:member(seq, Ks)].
+%% The arrows of a Mermaid diagram: the messages process tracing saw
+%% (ptrace), or those seq_trace saw (seq), as the report's diagram pairs
+%% them (tracekit_report:arrows/2, folded once for both diagrams).
+arrows_seen_by(Kind, Arrows, FOpts) ->
+    [{F, T, label(M, FOpts)} || {F, T, M, Ks} <- Arrows, lists:member(Kind, Ks)].
 
 label(Msg, #{syntax := elixir} = O) ->
     tracekit_format:message_label(Msg, 80, maps:with([syntax], O));
