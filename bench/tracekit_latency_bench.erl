@@ -29,6 +29,8 @@
 -module(tracekit_latency_bench).
 
 -export([main/0, main/1, f/1]).
+%% Shared with the other benchmarks of calls.
+-export([cpu_ns/0, shuffle/1, median/1]).
 
 -define(REPS, 11).
 -define(CALLS, 200000).

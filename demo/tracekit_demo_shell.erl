@@ -1,7 +1,8 @@
 %% @doc The part of `make demo' that shows tracing at the shell
 %% ({@link tracekit}): a small key-value server is traced by call specs and
 %% by its messages, then a burst of a million calls shows the limits, and
-%% the latency of the server's calls is measured under load.
+%% the latency of the server's calls is measured under load, and its
+%% slowest calls are kept whole.
 %% Each step prints the shell command it stands for, then what tracekit
 %% printed.
 -module(tracekit_demo_shell).
@@ -47,6 +48,13 @@ main() ->
     {ok, T4} = result(tracekit:latency(["tracekit_demo_shell:handle_call/3",
                                         "tracekit_demo_shell:lookup/1"], #{max_time => 2500})),
     wait(T4),
+    %% The whole story of the slowest of those calls.
+    shell("tracekit:slow(\"tracekit_demo_shell:handle_call/3\", "
+          "#{over => {5, ms}, max_captures => 2, processes => [demo_kv]})."),
+    {ok, T5} = result(tracekit:slow("tracekit_demo_shell:handle_call/3",
+                                    #{over => {5, ms}, max_captures => 2,
+                                      processes => [demo_kv]})),
+    wait(T5),
     [exit(C, kill) || C <- Clients],
 
     shell("tracekit:calls(\"tracekit_demo_shell:handle_call({get, K}) when K > 1\")."),

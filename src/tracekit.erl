@@ -100,7 +100,7 @@
 -module(tracekit).
 
 -export([calls/1, calls/2, messages/1, messages/2, procs/1, procs/2,
-         latency/1, latency/2, stop/0, stop/1, wait/1, wait/2]).
+         latency/1, latency/2, slow/1, slow/2, stop/0, stop/1, wait/1, wait/2]).
 -export([latency_trace/3]).
 
 -export_type([trace/0, opts/0, summary/0, processes/0]).
@@ -276,6 +276,145 @@ latency_problem(per_node, _) -> "true or false";
 latency_problem(lines, N) when is_integer(N), N > 0 -> none;
 latency_problem(lines, _) -> "a positive integer";
 latency_problem(_, _) -> none.
+
+%% @equiv slow(Spec, #{})
+-spec slow(tracekit_spec:spec()) -> {ok, trace()} | error().
+slow(Spec) ->
+    slow(Spec, #{}).
+
+%% @doc Keeps the whole story of each slow call of the functions `Spec'
+%% names (the specs of {@link calls/2}; their guards choose the calls):
+%% for every call that takes at least `over' or raises, what its process
+%% did during it: the calls it made (every function, with where each
+%% returned to), the messages it sent and received, when it was scheduled
+%% out and in, its garbage collections. Each kept call becomes a trace
+%% file (`slow-N.tkt', for {@link tracekit_file:read/1} and
+%% `tracekit-cat') and a report page (`slow-N.html': the calls as nested
+%% bars on a time axis, the messages as a sequence diagram) in `dir', and
+%% a line at the shell. Calls that end sooner are let go.
+%%
+%% ```
+%% 1> tracekit:slow("my_server:handle_call/3", #{over => {50, ms}, processes => [my_server]}).
+%% tracekit: tracing the calls over 50.0ms of my_server:handle_call/3 in <0.131.0> (my_server)
+%% into /tmp/tracekit-slow-4242-k3J9xQwe2aTz (stops after 10 calls kept or 15000 ms)
+%% {ok,<0.140.0>}
+%% tracekit: <0.131.0> my_server:handle_call/3 took 212ms (return), 1822 events:
+%% /tmp/tracekit-slow-4242-k3J9xQwe2aTz/slow-1.html
+%% '''
+%% How: every traced process is made `silent' (no call events) with a
+%% pattern on every function (of the modules loaded when the trace
+%% starts); the spec's patterns turn the process's events on at its first
+%% call of the spec; the events of each call are held (on the node where
+%% the trace was started) until the call returns and kept or let go then.
+%% So while the trace runs, every process of `processes' pays the VM's
+%% check at each of its function calls (about 0.2 us; README.md, "The
+%% whole story of a slow call", has the measurements: name the processes
+%% on a busy node), and a process that has called the spec reports all
+%% its events until the trace ends (those between its calls of the spec
+%% are let go: `outside').
+%%
+%% Options: `over' (`{Amount, us | ms | s}', default `{100, ms}'),
+%% `max_captures' (how many calls to keep, default 10: the trace ends at
+%% the last), `max_bytes' (of the events one call keeps, by their external
+%% size, default 4 MiB; what comes later in the call is left out and
+%% counted as `cut', its return is kept), `sample' (look at every Nth
+%% call of the spec only, default 1), `dir' (an existing directory for
+%% the files; default a new private directory in the system's temporary
+%% directory); `max_time', `print', `io', `processes', `scope', `nodes',
+%% `ring_size', `colour' as for {@link calls/2}.
+%%
+%% With `print => false', {@link wait/2} and {@link stop/1} return the
+%% summary: `captures' (per kept call: `pid', `node', `mfa', `start' (us
+%% since the epoch), `duration' (us), `result' (`return' or
+%% `exception'), `events', `cut', `file', `report'), `counters' (`calls'
+%% of the spec, `looked_at', `fast', `kept', `unfinished', `outside',
+%% `cut'), `dir', and `dropped' (events the rings refused).
+-spec slow(tracekit_spec:spec(), opts() | #{atom() => term()}) -> {ok, trace()} | error().
+slow(Spec, Opts) ->
+    maybe
+        {ok, O} ?= slow_options(Opts),
+        {ok, Resolved} ?= tracekit_spec:resolve(Spec),
+        {ok, Procs} ?= processes(maps:get(processes, O), O),
+        {ok, Dir} ?= slow_dir(O),
+        Text = lists:join(", ", [tracekit_spec:format(C) || {C, _} <- Resolved]),
+        Calls = [{MFA, MS} || {#{match_spec := MS}, MFAs} <- Resolved, MFA <- MFAs],
+        Plan = tracekit_slow:plan(Procs, Calls, maps:get(scope, O)),
+        In = in_procs(Procs, maps:merge(#{syntax => erlang}, O)),
+        #{slow := SlowOpts} = O,
+        tracekit_trace:start(Plan, O#{slow := SlowOpts#{dir => Dir,
+                                                        patterns => [MFA || {MFA, _} <- Calls]},
+                                      header => {slow, [Text, In]}})
+    end.
+
+-define(SLOW_DEFAULTS, #{over => {100, ms}, max_captures => 10, max_bytes => 4 bsl 20,
+                         sample => 1}).
+
+slow_options(Opts) when is_map(Opts) ->
+    Own = [over, max_captures, max_bytes, sample, dir],
+    Shared = [max_time, print, io, processes, scope, nodes, ring_size, colour],
+    case [{K, V} || K := V <- Opts, not lists:member(K, Own ++ Shared)] of
+        [{K, V} | _] ->
+            {error, {bad_option, {K, V},
+                     lists:flatten(io_lib:format("unknown option ~0tP; known for slow: ~ts",
+                                                 [K, 5, lists:join(", ", [atom_to_list(X)
+                                                                       || X <- Own ++ Shared])]))}};
+        [] ->
+            case [{K, V, Why} || K := V <- maps:with(Own, Opts),
+                                 Why <- [slow_problem(K, V)], Why =/= none] of
+                [{K, V, Why} | _] ->
+                    {error, {bad_option, {K, V}, lists:flatten([atom_to_list(K), ": ", Why])}};
+                [] ->
+                    case options(maps:with(Shared, Opts)) of
+                        {ok, O} ->
+                            S = maps:merge(?SLOW_DEFAULTS, maps:with(Own, Opts)),
+                            {ok, O#{max_events => infinity, rate => none,
+                                    ring_size => maps:get(ring_size, Opts, 1 bsl 20),
+                                    slow => S#{over := microseconds(maps:get(over, S))}}};
+                        {error, _} = E ->
+                            E
+                    end
+            end
+    end;
+slow_options(Opts) ->
+    options(Opts).
+
+slow_problem(over, {N, U}) when is_integer(N), N >= 0, (U =:= us orelse U =:= ms orelse U =:= s) ->
+    none;
+slow_problem(over, _) ->
+    "{Amount, us | ms | s}, Amount a non-negative integer, for example {50, ms}";
+slow_problem(K, N) when (K =:= max_captures orelse K =:= sample), is_integer(N), N > 0 ->
+    none;
+slow_problem(K, _) when K =:= max_captures; K =:= sample ->
+    "a positive integer";
+slow_problem(max_bytes, N) when is_integer(N), N >= 1024, N =< 1 bsl 30 ->
+    none;
+slow_problem(max_bytes, _) ->
+    "an integer of bytes from 1024 to 1 GiB (1073741824)";
+slow_problem(dir, D) ->
+    try filelib:is_dir(D) of
+        true -> none;
+        false -> "an existing directory"
+    catch
+        _:_ -> "an existing directory"
+    end.
+
+microseconds({N, us}) -> N;
+microseconds({N, ms}) -> N * 1000;
+microseconds({N, s}) -> N * 1000000.
+
+%% Where the kept calls are written: the directory given, or a new one of
+%% this user's alone.
+slow_dir(#{slow := #{dir := Dir}}) ->
+    {ok, Dir};
+slow_dir(_) ->
+    Tmp = tracekit_private:temp_dir(),
+    case tracekit_private:dir(Tmp, "tracekit-slow-") of
+        {ok, Dir} -> {ok, Dir};
+        {error, Why} ->
+            {error, {bad_option, {dir, default},
+                     lists:flatten(io_lib:format("dir: cannot make a directory in ~ts (~w); "
+                                                 "give one with dir", [Tmp, Why]))}}
+    end.
 
 %% @equiv messages(Processes, #{})
 -spec messages(processes()) -> {ok, trace()} | error().

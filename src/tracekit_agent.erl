@@ -114,10 +114,7 @@ file_path(temp, Janitor) ->
     end.
 
 temp_dir() ->
-    case os:getenv("TMPDIR") of
-        Dir when is_list(Dir), Dir =/= "" -> Dir;
-        _ -> "/tmp"
-    end.
+    tracekit_private:temp_dir().
 
 tracer({ring, R}) -> {tracekit_ring, R};
 tracer({file, F, _, _}) -> {tracekit_file, F};

@@ -142,8 +142,8 @@ duration(Us) when Us < 1000 -> figures(Us, "us");
 duration(Us) when Us < 1000000 -> figures(Us / 1000, "ms");
 duration(Us) -> figures(Us / 1000000, "s").
 
-figures(X, Unit) when X < 10 -> lists:flatten(io_lib:format("~.2f~s", [X, Unit]));
-figures(X, Unit) when X < 100 -> lists:flatten(io_lib:format("~.1f~s", [X, Unit]));
+figures(X, Unit) when X < 10 -> lists:flatten(io_lib:format("~.2f~s", [float(X), Unit]));
+figures(X, Unit) when X < 100 -> lists:flatten(io_lib:format("~.1f~s", [float(X), Unit]));
 figures(X, Unit) -> lists:flatten(io_lib:format("~w~s", [round(X), Unit])).
 
 %%% The summary -------------------------------------------------------------------

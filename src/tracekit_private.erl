@@ -13,9 +13,17 @@
 %% runs tracekit again.
 -module(tracekit_private).
 
--export([dir/2, delete_dir/1, sweep/2, move_in/2, open_output/1, write_file/2]).
+-export([temp_dir/0, dir/2, delete_dir/1, sweep/2, move_in/2, open_output/1, write_file/2]).
 
 -include_lib("kernel/include/file.hrl").
+
+%% @doc The system's directory for temporary files: `TMPDIR', or /tmp.
+-spec temp_dir() -> file:filename_all().
+temp_dir() ->
+    case os:getenv("TMPDIR") of
+        Dir when is_list(Dir), Dir =/= "" -> Dir;
+        _ -> "/tmp"
+    end.
 
 %% @doc Makes a new directory in `Parent', named `Prefix' followed by this
 %% VM's OS process id, a dash and random characters, that only this user

@@ -89,7 +89,11 @@
              %% due, and the counts at the last table (ms).
              lat_start = 0 :: integer(),
              lat_tick = 0 :: integer(),
-             lat_prev = {0, #{}} :: {integer(), #{mfa() => non_neg_integer()}}}).
+             lat_prev = {0, #{}} :: {integer(), #{mfa() => non_neg_integer()}},
+             %% A slow trace (tracekit:slow/2): the calls being held, and
+             %% those kept, written out (newest first).
+             slow :: tracekit_slow:state() | undefined,
+             captures = [] :: [map()]}).
 
 %% @doc Starts a trace for the calling process. Returns when tracing is on
 %% on every node (and the header line is printed), or with the reason it
@@ -148,7 +152,11 @@ init(Caller, Ref, Plan, Opts0) ->
                                     infinity -> infinity;
                                     _ -> erlang:monotonic_time(millisecond) + Time
                                 end,
-                     specs = maps:get(specs, Opts, [])},
+                     specs = maps:get(specs, Opts, []),
+                     slow = case Opts of
+                                #{slow := SlowOpts} -> tracekit_slow:new(SlowOpts);
+                                #{} -> undefined
+                            end},
             case print(St, header(St)) of
                 #st{io_ok = true} = St1 ->
                     Caller ! {Ref, ok},
@@ -237,6 +245,8 @@ header(#st{opts = #{header := {Kind, Text}} = Opts} = St) ->
     What = case Kind of
                calls -> "calls to ";
                latency -> "the latency of calls to ";
+               slow -> io_lib:format("the calls over ~ts of ",
+                                     [tracekit_latency_view:duration(maps:get(over, maps:get(slow, Opts)))]);
                messages -> "messages of ";
                procs -> "process events of "
            end,
@@ -247,9 +257,16 @@ header(#st{opts = #{header := {Kind, Text}} = Opts} = St) ->
      end,
      case Opts of
          #{file := Path} -> io_lib:format(" into ~ts", [filename:flatten(Path)]);
+         #{slow := #{dir := Dir}} -> io_lib:format(" into ~ts", [filename:flatten(Dir)]);
          _ -> ""
      end,
-     case Limits of [] -> ""; _ -> [" (stops after ", Limits, ")"] end];
+     case {Limits, Opts} of
+         {_, #{slow := #{max_captures := MaxC}}} ->
+             [" (stops after ", integer_to_list(MaxC), " calls kept",
+              [[" or ", L] || L <- Limits], ")"];
+         {[], _} -> "";
+         _ -> [" (stops after ", Limits, ")"]
+     end];
 header(#st{}) ->
     [].
 
@@ -386,6 +403,9 @@ items([{Node, T, E} | Rest], #st{per_node = PN} = St) ->
 %% out as tracekit's own (0, 0).
 event(_E, _T, _Node, #st{open = false} = St) ->
     {0, 1, St};
+event(E, T, Node, #st{slow = Slow} = St) when Slow =/= undefined ->
+    {Kept, Slow1} = tracekit_slow:event(E, {T, Node}, Slow),
+    {0, 0, lists:foldl(fun captured/2, St#st{slow = Slow1}, Kept)};
 event(E, T, Node, St) ->
     case hidden(E, St) of
         true ->
@@ -445,6 +465,36 @@ show(E, Node, #st{opts = Opts, printer = P} = St) ->
           end,
     {1, 0, interrupted(St1)}.
 
+%% A call the slow trace keeps: written out, and a line; the trace ends
+%% at the last one it may keep.
+captured(_Capture, #st{open = false} = St) ->
+    St;
+captured(Capture, #st{captures = Done, opts = #{slow := #{dir := Dir, max_captures := Max}}} = St) ->
+    N = length(Done) + 1,
+    Info = maps:without([events], Capture),
+    {Kept, Line} =
+        case tracekit_slow:write(Capture, N, Dir) of
+            {ok, Files} ->
+                {maps:merge(Info#{events => length(maps:get(events, Capture))}, Files),
+                 slow_line(Capture, Files, St)};
+            {error, Why} ->
+                {Info#{events => length(maps:get(events, Capture)), error => Why},
+                 io_lib:format("tracekit: a slow call could not be written into ~ts: ~0tP",
+                               [filename:flatten(Dir), Why, 10])}
+        end,
+    St1 = print(St#st{captures = [Kept | Done]}, Line),
+    case N >= Max of
+        true -> St1#st{open = false, reason = first_reason(St1#st.reason, {max_captures, Max})};
+        false -> interrupted(St1)
+    end.
+
+slow_line(#{pid := Pid, node := Node, mfa := {M, F, A}, duration := D, result := R,
+            events := Es}, #{report := Report}, St) ->
+    io_lib:format("tracekit: ~ts~ts ~w:~w/~w took ~ts (~w), ~w events: ~ts",
+                  [case St#st.multi of true -> [atom_to_list(Node), " "]; false -> "" end,
+                   pid_to_list(Pid), M, F, A, tracekit_latency_view:duration(D), R, length(Es),
+                   filename:flatten(Report)]).
+
 %% Slow lines (a slow format fun or io device) do not hold the trace past
 %% its time limit, nor keep a stop or the caller's exit waiting for the
 %% rest of a batch. (When lines are quick, what happened before a stop is
@@ -497,6 +547,8 @@ finish(Reason0, St0) ->
     St = St1#st{reason = first_reason(St1#st.reason, Reason0)},
     Summary0 = summary(St),
     Summary = case St#st.opts of
+                  #{slow := _, print := false} -> Summary0;
+                  #{slow := _} -> _ = print(St, slow_summary_line(Summary0)), Summary0;
                   #{latency := _, print := false} -> Summary0;
                   #{latency := _} ->
                       View = latency_view(St, erlang:monotonic_time(millisecond)),
@@ -516,6 +568,20 @@ finish(Reason0, St0) ->
          end,
     _ = [P ! {tracekit, self(), done, Summary} || P <- lists:usort(To)],
     exit(normal).
+
+slow_summary_line(#{counters := C, captures := Kept, dir := Dir, dropped := Dropped,
+                    reason := Reason}) ->
+    #{calls := Calls, looked_at := Looked, fast := Fast, unfinished := Open} = C,
+    io_lib:format("tracekit: ~w calls of the spec, ~w looked at: ~w kept, ~w fast, "
+                  "~w unfinished; ~ts; files in ~ts (~0tP)",
+                  [Calls, Looked, length(Kept), Fast, Open,
+                   case Dropped of
+                       0 -> "no event refused by a full ring";
+                       _ -> io_lib:format("~w events refused by a full ring (a call kept "
+                                          "meanwhile misses them: a larger ring_size keeps "
+                                          "them)", [Dropped])
+                   end,
+                   filename:flatten(Dir), Reason, 5]).
 
 %% Those who asked for the end while lines were being made.
 waiters(St) ->
@@ -573,6 +639,14 @@ summary(#st{sink = latency, nodes = N, reason = Reason} = St) ->
         true -> Total#{nodes => Nodes, clocks => tracekit_nodes:offsets(N)};
         false -> Total
     end;
+summary(#st{slow = Slow, captures = Done, nodes = N, opts = #{slow := #{dir := Dir}}} = St)
+  when Slow =/= undefined ->
+    %% Events the rings refused: a call kept while they were may miss
+    %% some. (Those that came after the end are not counted here.)
+    Refused = lists:sum([L || #{lost := L} <- maps:values(tracekit_nodes:summary(N))]),
+    S = summary(St#st{slow = undefined}),
+    S#{captures => lists:reverse(Done), dir => Dir, dropped := Refused,
+       counters => tracekit_slow:counters(tracekit_slow:finish(Slow))};
 summary(#st{sink = file, nodes = N, opts = #{file := Path}, reason = Reason} = St) ->
     {Files, Missing} = case St#st.multi of
                            true -> tracekit_nodes:fetch(N, Path);

@@ -340,10 +340,79 @@ static ERL_NIF_TERM make_ts(ErlNifEnv *env, unsigned kind)
     }
 }
 
+/* A timestamp made earlier, {Kind, Ts}, when Ts has the shape the VM
+ * gives Kind: monotonic an integer, strict_monotonic {Integer, Integer},
+ * timestamp and cpu_timestamp {Mega, Sec, Micro} of non-negative
+ * integers. TK_TS_NONE for anything else. */
+static unsigned ts_given(const tk_codec *c, ErlNifEnv *env, ERL_NIF_TERM v, ERL_NIF_TERM *ts)
+{
+    const ERL_NIF_TERM *kv, *e;
+    int n;
+    ErlNifSInt64 i;
+    ErlNifUInt64 u;
+    if (!enif_get_tuple(env, v, &n, &kv) || n != 2)
+        return TK_TS_NONE;
+    unsigned kind = ts_kind_of(c, kv[0]);
+    bool ok;
+    switch (kind) {
+    case TK_TS_MONO:
+        ok = enif_get_int64(env, kv[1], &i);
+        break;
+    case TK_TS_STRICT:
+        ok = enif_get_tuple(env, kv[1], &n, &e) && n == 2 && enif_get_int64(env, e[0], &i) &&
+             enif_get_int64(env, e[1], &i);
+        break;
+    case TK_TS_NOW:
+    case TK_TS_CPU:
+        ok = enif_get_tuple(env, kv[1], &n, &e) && n == 3 && enif_get_uint64(env, e[0], &u) &&
+             enif_get_uint64(env, e[1], &u) && enif_get_uint64(env, e[2], &u);
+        break;
+    default:
+        ok = false;
+    }
+    if (!ok)
+        return TK_TS_NONE;
+    *ts = kv[1];
+    return kind;
+}
+
+/* The stamp of an event made earlier, from the stamp of now: as far back
+ * as its timestamp is from now (never later than now; the ring keeps its
+ * stamps from decreasing, whatever the caller gave). A cpu_timestamp
+ * says nothing of when: the stamp of now. */
+static uint64_t stamp_given(ErlNifEnv *env, unsigned kind, ERL_NIF_TERM ts, uint64_t now)
+{
+    const ERL_NIF_TERM *e;
+    int n;
+    ErlNifSInt64 mono;
+    ErlNifUInt64 mega, sec, micro;
+    double back_ns;
+    if (kind == TK_TS_NOW && enif_get_tuple(env, ts, &n, &e) && n == 3 &&
+        enif_get_uint64(env, e[0], &mega) && enif_get_uint64(env, e[1], &sec) &&
+        enif_get_uint64(env, e[2], &micro)) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        back_ns = ((double)t.tv_sec * 1e9 + (double)t.tv_nsec) -
+                  (((double)mega * 1e6 + (double)sec) * 1e6 + (double)micro) * 1e3;
+    } else if ((kind == TK_TS_MONO && enif_get_int64(env, ts, &mono)) ||
+               (kind == TK_TS_STRICT && enif_get_tuple(env, ts, &n, &e) && n == 2 &&
+                enif_get_int64(env, e[0], &mono))) {
+        back_ns = (double)enif_monotonic_time(ERL_NIF_NSEC) - (double)mono;
+    } else {
+        return now;
+    }
+    if (!(back_ns > 0))
+        return now;
+    double back = back_ns * (double)tk_clock_hz() / 1e9;
+    return back >= (double)now ? 0 : now - (uint64_t)back;
+}
+
 /* Opts holds at most extra, match_spec_result, scheduler_id and
- * timestamp; look up only while keys remain. */
+ * timestamp; look up only while keys remain. The VM gives the timestamp's
+ * kind (the tracer makes the time); a caller that records an event made
+ * earlier gives {Kind, Ts} (tracekit:slow/2 writes the calls it keeps so). */
 static void read_opts(const tk_recorder_lib *lib, ErlNifEnv *env,
-                      ERL_NIF_TERM opts, tk_event_in *ev)
+                      ERL_NIF_TERM opts, tk_event_in *ev, uint64_t *stamp)
 {
     size_t n = 0;
     ERL_NIF_TERM v;
@@ -359,6 +428,8 @@ static void read_opts(const tk_recorder_lib *lib, ErlNifEnv *env,
         ev->ts_kind = ts_kind_of(&lib->codec, v);
         if (ev->ts_kind != TK_TS_NONE)
             ev->ts = make_ts(env, ev->ts_kind);
+        else if ((ev->ts_kind = ts_given(&lib->codec, env, v, &ev->ts)) != TK_TS_NONE)
+            *stamp = stamp_given(env, ev->ts_kind, ev->ts, *stamp);
     }
 }
 
@@ -430,7 +501,7 @@ ERL_NIF_TERM tk_recorder_trace_nif(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
         } else {
             tk_event_in ev = {.tag = (unsigned)tag, .tracee = argv[2],
                               .msg = argv[3]};
-            read_opts(lib, env, argv[4], &ev);
+            read_opts(lib, env, argv[4], &ev, &stamp);
             record(lib, env, r, ring, slot, stamp, &ev);
         }
     }
