@@ -317,7 +317,8 @@ slow(Spec) ->
 %% `max_captures' (how many calls to keep, default 10: the trace ends at
 %% the last), `max_bytes' (of the events one call keeps, by their external
 %% size, default 4 MiB; what comes later in the call is left out and
-%% counted as `cut', its return is kept), `sample' (look at every Nth
+%% counted as `cut', its return is kept; the calls held at once hold at
+%% most 8 times `max_bytes' together), `sample' (look at every Nth
 %% call of the spec only, default 1), `dir' (an existing directory for
 %% the files; default a new private directory in the system's temporary
 %% directory); `max_time', `print', `io', `processes', `scope', `nodes',
@@ -328,7 +329,9 @@ slow(Spec) ->
 %% since the epoch), `duration' (us), `result' (`return' or
 %% `exception'), `events', `cut', `file', `report'), `counters' (`calls'
 %% of the spec, `looked_at', `fast', `kept', `unfinished', `outside',
-%% `cut'), `dir', and `dropped' (events the rings refused).
+%% `cut', `after_end': events that came after the last call the trace
+%% could keep), `dir', and `dropped' (events the rings refused: a call
+%% kept meanwhile misses them).
 -spec slow(tracekit_spec:spec(), opts() | #{atom() => term()}) -> {ok, trace()} | error().
 slow(Spec, Opts) ->
     maybe

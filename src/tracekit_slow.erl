@@ -42,11 +42,19 @@
                over :: non_neg_integer(),
                sample :: pos_integer(),
                max_bytes :: pos_integer(),
+               %% Bytes of the events all open calls hold, and the most
+               %% they may (HELD times max_bytes): many processes in slow
+               %% calls at once keep the memory bounded.
+               held = 0 :: non_neg_integer(),
+               max_held :: pos_integer(),
                open = #{} :: #{pid() => #call{}},
                seen = 0 :: non_neg_integer(),
                counters = #{calls => 0, looked_at => 0, fast => 0, kept => 0,
                             unfinished => 0, outside => 0, cut => 0}
                    :: #{atom() => non_neg_integer()}}).
+
+%% The open calls together hold at most this many times max_bytes.
+-define(HELD, 8).
 
 -opaque state() :: #slow{}.
 %% A kept call: its process and node, the function, when it began (us
@@ -76,7 +84,7 @@ plan(Procs, Calls, Scope) ->
 -spec new(#{patterns := [tuple()], over := non_neg_integer(), sample := pos_integer(),
             max_bytes := pos_integer()}) -> state().
 new(#{patterns := Ps, over := Over, sample := N, max_bytes := Max}) ->
-    #slow{patterns = Ps, over = Over, sample = N, max_bytes = Max}.
+    #slow{patterns = Ps, over = Over, sample = N, max_bytes = Max, max_held = ?HELD * Max}.
 
 %% @doc One event (its time in us, and its node): the calls it ends that
 %% are kept come out, in the order they ended.
@@ -99,8 +107,8 @@ maybe_start(E, T, Node, Pid, #slow{seen = Seen, sample = N} = S) ->
                 true ->
                     Look = Seen rem N =:= 0,
                     S1 = count(calls, S#slow{seen = Seen + 1}),
-                    C = add(E, #call{mfa = MFA, start = T, node = Node, look = Look}, S1),
-                    {[], (count_if(Look, looked_at, S1))#slow{open = (S1#slow.open)#{Pid => C}}};
+                    {C, S2} = add(E, #call{mfa = MFA, start = T, node = Node, look = Look}, S1),
+                    {[], (count_if(Look, looked_at, S2))#slow{open = (S2#slow.open)#{Pid => C}}};
                 false ->
                     {[], count(outside, S)}
             end;
@@ -109,16 +117,17 @@ maybe_start(E, T, Node, Pid, #slow{seen = Seen, sample = N} = S) ->
     end.
 
 %% An event of a process inside a call of the spec.
-inside(Tag, E, T, Pid, #call{mfa = MFA, depth = D} = C, S) ->
+inside(Tag, E, T, Pid, #call{mfa = MFA, depth = D} = C, S0) ->
     Own = mfa(element(4, E)) =:= {ok, MFA},
-    C1 = add(E, C, S),
+    {C1, S} = add(E, C, S0),
     if
         Tag =:= call, Own ->
             {[], keep(Pid, C1#call{depth = D + 1}, S)};
         (Tag =:= return_from orelse Tag =:= exception_from), Own, D > 1 ->
             {[], keep(Pid, C1#call{depth = D - 1}, S)};
         (Tag =:= return_from orelse Tag =:= exception_from), Own ->
-            ended(Tag, T, Pid, C1, S#slow{open = maps:remove(Pid, S#slow.open)});
+            ended(Tag, T, Pid, C1, S#slow{open = maps:remove(Pid, S#slow.open),
+                                          held = S#slow.held - C1#call.bytes});
         true ->
             {[], keep(Pid, C1, S)}
     end.
@@ -143,24 +152,32 @@ ended(Tag, T, Pid, #call{start = T0} = C, #slow{over = Over} = S) ->
             {[], count(fast, S)}
     end.
 
-%% An event into a looked-at call, while it stays within max_bytes (the
-%% return or exception that ends it is always kept).
-add(_E, #call{look = false} = C, _S) ->
-    C;
-add(E, #call{bytes = B} = C, #slow{max_bytes = Max}) ->
+%% An event into a looked-at call, while the call stays within max_bytes
+%% and all open calls within max_held: a call keeps its first events,
+%% and once one is left out, only the return or exception that ends it.
+%% (Its call is always kept, as is that end.)
+add(_E, #call{look = false} = C, S) ->
+    {C, S};
+add(E, #call{bytes = B, n = N, cut = Cut} = C,
+    #slow{max_bytes = Max, held = Held, max_held = MaxHeld} = S) ->
     Size = erlang:external_size(E),
     Ends = element(3, E) =:= return_from orelse element(3, E) =:= exception_from,
-    case B + Size =< Max orelse (Ends andalso mfa(element(4, E)) =:= {ok, C#call.mfa}
-                                 andalso C#call.depth =:= 1) of
-        true -> C#call{events = [E | C#call.events], n = C#call.n + 1, bytes = B + Size};
-        false -> C#call{cut = C#call.cut + 1}
+    case N =:= 0
+        orelse (Cut =:= 0 andalso B + Size =< Max andalso Held + Size =< MaxHeld)
+        orelse (Ends andalso mfa(element(4, E)) =:= {ok, C#call.mfa}
+                andalso C#call.depth =:= 1) of
+        true ->
+            {C#call{events = [E | C#call.events], n = C#call.n + 1, bytes = B + Size},
+             S#slow{held = Held + Size}};
+        false ->
+            {C#call{cut = C#call.cut + 1}, S}
     end.
 
 %% @doc The trace ended: calls still open are unfinished.
 -spec finish(state()) -> state().
 finish(#slow{open = Open} = S) ->
     N = length([C || #call{look = true} = C <- maps:values(Open)]),
-    S#slow{open = #{}, counters = maps:update_with(unfinished, fun(X) -> X + N end,
+    S#slow{open = #{}, held = 0, counters = maps:update_with(unfinished, fun(X) -> X + N end,
                                                    S#slow.counters)}.
 
 %% @doc calls (of the spec, outermost), looked_at (after sampling), fast,

@@ -483,9 +483,11 @@ captured(Capture, #st{captures = Done, opts = #{slow := #{dir := Dir, max_captur
                                [filename:flatten(Dir), Why, 10])}
         end,
     St1 = print(St#st{captures = [Kept | Done]}, Line),
+    %% (Writing a call out takes time, bounded by max_bytes; a stop that
+    %% comes meanwhile waits for the events recorded before it.)
     case N >= Max of
         true -> St1#st{open = false, reason = first_reason(St1#st.reason, {max_captures, Max})};
-        false -> interrupted(St1)
+        false -> St1
     end.
 
 slow_line(#{pid := Pid, node := Node, mfa := {M, F, A}, duration := D, result := R,
@@ -644,9 +646,11 @@ summary(#st{slow = Slow, captures = Done, nodes = N, opts = #{slow := #{dir := D
     %% Events the rings refused: a call kept while they were may miss
     %% some. (Those that came after the end are not counted here.)
     Refused = lists:sum([L || #{lost := L} <- maps:values(tracekit_nodes:summary(N))]),
+    AfterEnd = lists:sum([Over || {_, Over} <- maps:values(St#st.per_node)]),
     S = summary(St#st{slow = undefined}),
+    Counters = tracekit_slow:counters(tracekit_slow:finish(Slow)),
     S#{captures => lists:reverse(Done), dir => Dir, dropped := Refused,
-       counters => tracekit_slow:counters(tracekit_slow:finish(Slow))};
+       counters => Counters#{after_end => AfterEnd}};
 summary(#st{sink = file, nodes = N, opts = #{file := Path}, reason = Reason} = St) ->
     {Files, Missing} = case St#st.multi of
                            true -> tracekit_nodes:fetch(N, Path);

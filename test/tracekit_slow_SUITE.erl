@@ -14,7 +14,7 @@
 -export([only_slow_calls_each_whole/1, exceptions_are_kept/1, outermost_of_recursion/1,
          sampling/1, max_captures_ends_the_trace/1, max_bytes_cuts_a_call/1,
          bystanders_stay_silent/1, printed_at_the_shell/1, two_peer_nodes/1,
-         bad_input/1, given_timestamps/1]).
+         bad_input/1, given_timestamps/1, held_calls_bounded/1]).
 %% The traced functions, and what runs on other nodes.
 -export([handle/2, inner/1, leaf/1, server/0, rec/2, chatty/2, bystander/1, worker/3]).
 
@@ -24,7 +24,7 @@ suite() ->
 all() ->
     [only_slow_calls_each_whole, exceptions_are_kept, outermost_of_recursion, sampling,
      max_captures_ends_the_trace, max_bytes_cuts_a_call, bystanders_stay_silent,
-     printed_at_the_shell, two_peer_nodes, bad_input, given_timestamps].
+     printed_at_the_shell, two_peer_nodes, bad_input, given_timestamps, held_calls_bounded].
 
 init_per_testcase(Case, Config) ->
     Dir = filename:join(?config(priv_dir, Config), Case),
@@ -230,6 +230,33 @@ max_bytes_cuts_a_call(Config) ->
     ?assertEqual(Cut, maps:get(cut, K)),
     Events = read_capture(K),
     ?assert(lists:sum([erlang:external_size(E) || E <- lists:droplast(Events)]) =< 4096).
+
+%% Twenty processes in slow calls at once, each with more events than
+%% max_bytes: together the calls held never hold more than 8 times
+%% max_bytes, whatever each could; every call is still kept, with its
+%% return, and what was left out counted.
+held_calls_bounded(Config) ->
+    {ok, T} = tracekit:slow({?MODULE, chatty, 2}, #{over => {?OVER_MS, ms}, print => false,
+                                                    max_bytes => 8192, max_captures => 20,
+                                                    ring_size => 16 bsl 20,
+                                                    dir => ?config(dir, Config)}),
+    Self = self(),
+    Ps = [spawn(fun() -> receive go -> ?MODULE:chatty(150, 100), Self ! {done, self()} end end)
+          || _ <- lists:seq(1, 20)],
+    [P ! go || P <- Ps],
+    [receive {done, P} -> ok end || P <- Ps],
+    #{captures := Kept, counters := #{kept := 20, cut := Cut}, dropped := 0} = stop(T),
+    ?assertEqual(20, length(Kept)),
+    %% Bytes of each call's events between its call and its end (each
+    %% call's first event and its end are kept whatever the bounds).
+    Bytes = [lists:sum([erlang:external_size(E) || E <- tl(lists:droplast(read_capture(K)))])
+             || K <- Kept],
+    ct:log("bytes kept per call: ~w (~w in all); cut ~w", [Bytes, lists:sum(Bytes), Cut]),
+    [?assert(B =< 8192) || B <- Bytes],
+    %% All twenty were open together (each sleeps 100 ms after its
+    %% messages): what they held together stayed within 8 x 8192.
+    ?assert(lists:sum(Bytes) =< 8 * 8192),
+    ?assertEqual(Cut, lists:sum([C || #{cut := C} <- Kept])).
 
 %% Processes that never call the spec make no events: a process making
 %% 20,000 calls beside the trace adds nothing to what is let go.
