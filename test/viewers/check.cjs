@@ -306,6 +306,39 @@ async function drawing(browser) {
   await page.close();
 }
 
+// The page of a slow call (tracekit:slow/2): a bar per call of the
+// process, each inside the one it was called from (return_to nesting), the
+// outermost spanning the call, and its messages as arrows.
+async function slow(browser) {
+  const expect = readJson('slow.expect.json');
+  const page = await browser.newPage();
+  await page.setViewport({width: 1300, height: 900});
+  await page.goto('file://' + path.join(outDir, 'slow.html'), {waitUntil: 'load'});
+  const seen = await page.evaluate(() => {
+    const bars = [...document.querySelectorAll('svg.timeline rect.call')].map(r => {
+      const b = r.getBoundingClientRect();
+      const t = r.parentNode.querySelector('title');
+      return {x: b.x, right: b.x + b.width, y: b.y, title: t ? t.textContent : ''};
+    });
+    const text = [...document.querySelectorAll('svg.timeline text')].map(t => t.textContent);
+    const arrows = document.querySelectorAll('svg.sequence g.row').length;
+    return {bars, text, arrows};
+  });
+  check(`the slow call's page draws its ${expect.calls} calls`,
+        seen.bars.length === expect.calls, seen.bars.length);
+  const outer = seen.bars[0];
+  const outside = seen.bars.filter(b => b.x < outer.x - 1 || b.right > outer.right + 1 || b.y < outer.y);
+  check('every call lies within the outermost, beneath it', outer && outside.length === 0,
+        JSON.stringify(outside));
+  check('the calls of the story are named on their bars',
+        expect.labels.every(l => seen.text.some(t => t.includes(l))), JSON.stringify(seen.text));
+  check(`the request, its reply and the sleep's end are ${expect.arrows} arrows`,
+        seen.arrows === expect.arrows,
+        seen.arrows);
+  await shot(page, 'slow.png', {fullPage: true});
+  await page.close();
+}
+
 (async () => {
   const started = Date.now();
   const browser = await puppeteer.launch({
@@ -319,6 +352,7 @@ async function drawing(browser) {
     await report(browser);
     await latency(browser);
     await drawing(browser);
+    await slow(browser);
   } catch (e) {
     check('the viewers ran', false, e && e.stack);
   } finally {
