@@ -320,7 +320,10 @@ start_dist() ->
         nonode@nohost ->
             _ = os:cmd("epmd -daemon"),
             timer:sleep(200),
-            {ok, _} = net_kernel:start(tracekit_slow_ct, #{name_domain => shortnames}),
+            %% (A name of this OS process's: another run of the suite on
+            %% the machine has its own.)
+            Name = list_to_atom("tracekit_slow_ct_" ++ os:getpid()),
+            {ok, _} = net_kernel:start(Name, #{name_domain => shortnames}),
             true;
         _ ->
             false
