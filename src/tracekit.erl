@@ -328,8 +328,9 @@ slow(Spec) ->
 %% summary: `captures' (per kept call: `pid', `node', `mfa', `start' (us
 %% since the epoch), `duration' (us), `result' (`return' or
 %% `exception'), `events', `cut', `file', `report'), `counters' (`calls'
-%% of the spec, `looked_at', `fast', `kept', `unfinished', `outside',
-%% `cut', `after_end': events that came after the last call the trace
+%% of the spec, `looked_at', `fast', `kept', `unfinished' (of which
+%% `exited': their process exited during the call), `outside', `cut',
+%% `after_end': events that came after the last call the trace
 %% could keep), `dir', and `dropped' (events the rings refused: a call
 %% kept meanwhile misses them).
 -spec slow(tracekit_spec:spec(), opts() | #{atom() => term()}) -> {ok, trace()} | error().

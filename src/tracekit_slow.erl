@@ -11,10 +11,11 @@
 %% pattern with no action. A silent process makes no call events, so until
 %% it calls a function of the spec it only pays the VM's check at each
 %% call. The spec's patterns turn silence off, turn on the process's
-%% `send', `receive', `running' and `garbage_collection' flags and ask for
-%% the return or exception (`{exception_trace}'): from then on the process
-%% reports its calls (and where each returns to, `return_to'), messages,
-%% scheduling and collections. Nothing turns them off at the return (a
+%% `send', `receive', `running', `garbage_collection' and `procs' flags
+%% and ask for the return or exception (`{exception_trace}'): from then on
+%% the process reports its calls (and where each returns to,
+%% `return_to'), messages, scheduling, collections and process events (its
+%% exit ends a call it was in: unfinished). Nothing turns them off at the return (a
 %% match specification runs at a call, never at a return), so a process
 %% that has called the spec once keeps reporting until the trace ends:
 %% what falls between its calls of the spec is counted (`outside') and
@@ -50,7 +51,7 @@
                open = #{} :: #{pid() => #call{}},
                seen = 0 :: non_neg_integer(),
                counters = #{calls => 0, looked_at => 0, fast => 0, kept => 0,
-                            unfinished => 0, outside => 0, cut => 0}
+                            unfinished => 0, exited => 0, outside => 0, cut => 0}
                    :: #{atom() => non_neg_integer()}}).
 
 %% The open calls together hold at most this many times max_bytes.
@@ -69,7 +70,7 @@
 -spec plan(term(), [{term(), [tuple()]}], local | global) -> tracekit_proto:what().
 plan(Procs, Calls, Scope) ->
     Start = [{silent, false},
-             {trace, [], [send, 'receive', running, garbage_collection]},
+             {trace, [], [send, 'receive', running, garbage_collection, procs]},
              {exception_trace}],
     #{procs => [{Procs, [call, return_to, silent, timestamp]}],
       %% Every function first, then the spec's own patterns over them.
@@ -128,6 +129,10 @@ inside(Tag, E, T, Pid, #call{mfa = MFA, depth = D} = C, S0) ->
         (Tag =:= return_from orelse Tag =:= exception_from), Own ->
             ended(Tag, T, Pid, C1, S#slow{open = maps:remove(Pid, S#slow.open),
                                           held = S#slow.held - C1#call.bytes});
+        Tag =:= exit ->
+            %% Killed during the call: it never ends.
+            S1 = S#slow{open = maps:remove(Pid, S#slow.open), held = S#slow.held - C1#call.bytes},
+            {[], count_if(C#call.look, exited, count_if(C#call.look, unfinished, S1))};
         true ->
             {[], keep(Pid, C1, S)}
     end.
@@ -181,8 +186,10 @@ finish(#slow{open = Open} = S) ->
                                                    S#slow.counters)}.
 
 %% @doc calls (of the spec, outermost), looked_at (after sampling), fast,
-%% kept, unfinished, outside (events of traced processes outside any call
-%% of the spec), cut (events left out of kept calls past max_bytes).
+%% kept, unfinished (never ended: open at the end of the trace, or their
+%% process exited, `exited'), outside (events of traced processes outside
+%% any call of the spec), cut (events left out of kept calls past
+%% max_bytes).
 -spec counters(state()) -> #{atom() => non_neg_integer()}.
 counters(#slow{counters = C}) ->
     C.

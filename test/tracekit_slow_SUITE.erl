@@ -14,9 +14,10 @@
 -export([only_slow_calls_each_whole/1, exceptions_are_kept/1, outermost_of_recursion/1,
          sampling/1, max_captures_ends_the_trace/1, max_bytes_cuts_a_call/1,
          bystanders_stay_silent/1, printed_at_the_shell/1, two_peer_nodes/1,
-         bad_input/1, given_timestamps/1, held_calls_bounded/1]).
+         bad_input/1, given_timestamps/1, held_calls_bounded/1, killed_mid_call/1]).
 %% The traced functions, and what runs on other nodes.
--export([handle/2, inner/1, leaf/1, server/0, rec/2, chatty/2, bystander/1, worker/3]).
+-export([handle/2, inner/1, leaf/1, server/0, rec/2, chatty/2, bystander/1, worker/3,
+         forever/0]).
 
 suite() ->
     [{timetrap, {minutes, 3}}].
@@ -24,7 +25,8 @@ suite() ->
 all() ->
     [only_slow_calls_each_whole, exceptions_are_kept, outermost_of_recursion, sampling,
      max_captures_ends_the_trace, max_bytes_cuts_a_call, bystanders_stay_silent,
-     printed_at_the_shell, two_peer_nodes, bad_input, given_timestamps, held_calls_bounded].
+     printed_at_the_shell, two_peer_nodes, bad_input, given_timestamps, held_calls_bounded,
+     killed_mid_call].
 
 init_per_testcase(Case, Config) ->
     Dir = filename:join(?config(priv_dir, Config), Case),
@@ -67,6 +69,9 @@ chatty(N, Ms) ->
     [self() ! {note, I, lists:seq(1, 20)} || I <- lists:seq(1, N)],
     [receive {note, I, _} -> ok end || I <- lists:seq(1, N)],
     timer:sleep(Ms).
+
+forever() ->
+    receive never -> ok end.
 
 bystander(N) ->
     [?MODULE:leaf(I) || I <- lists:seq(1, N)],
@@ -397,3 +402,17 @@ given_timestamps(Config) ->
 
 now_ts(Us) ->
     {Us div 1000000000000, Us div 1000000 rem 1000000, Us rem 1000000}.
+
+%% A process killed inside a call of the spec: the call is unfinished,
+%% nothing is kept of it, and what it held is let go then (its exit is
+%% one of the events the spec turned on).
+killed_mid_call(Config) ->
+    {ok, T} = tracekit:slow({?MODULE, forever, 0}, #{over => {1, ms}, print => false,
+                                                     dir => ?config(dir, Config)}),
+    Ps = [spawn(fun() -> ?MODULE:forever() end) || _ <- lists:seq(1, 5)],
+    timer:sleep(100),
+    [exit(P, kill) || P <- Ps],
+    timer:sleep(100),
+    #{captures := [], counters := C} = stop(T),
+    ?assertMatch(#{calls := 5, unfinished := 5, exited := 5, kept := 0, fast := 0}, C),
+    ?assertEqual({ok, []}, file:list_dir(?config(dir, Config))).
