@@ -205,9 +205,11 @@ counters(#slow{counters = C}) ->
           {ok, #{file := file:filename_all(), report := file:filename_all()}}
               | {error, term()}.
 write(#{events := Events} = Capture, N, Dir) ->
-    Base = filename:join(Dir, "slow-" ++ integer_to_list(N)),
-    File = Base ++ ".tkt",
-    Report = Base ++ ".html",
+    %% Dir is any file:filename_all() (a binary too): the names are joined
+    %% to it, never appended to what the join made.
+    Name = "slow-" ++ integer_to_list(N),
+    File = filename:join(Dir, Name ++ ".tkt"),
+    Report = filename:join(Dir, Name ++ ".html"),
     maybe
         ok ?= trace_file(File, Events),
         {ok, _} ?= tracekit_report:write(Events, Report,
