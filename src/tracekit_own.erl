@@ -16,11 +16,11 @@
 %% its process, so a mark never outlives it.
 -module(tracekit_own).
 
--export([mark/1, processes/0]).
+-export([mark/1, untrace/1, processes/0]).
 
 %% A session's weak reference is opaque, and its name is the only way to
 %% tell tracekit's sessions from the others (`{tracekit, Id}').
--dialyzer({no_opaque, [mark/1, untrace/2]}).
+-dialyzer({no_opaque, [mark/1, untrace/1, untrace/2]}).
 
 %% The name of the tables (not named tables: each process has one).
 -define(OWN, tracekit_own).
@@ -34,6 +34,14 @@ mark(More) ->
     Pids = [self() | More],
     _ = [untrace(S, P) || {tracekit, _} = S <- trace:session_info(all), P <- Pids],
     true = ets:insert(table(), [{P} || P <- Pids]),
+    ok.
+
+%% @doc Takes `Pid' out of the sessions of the traces running on this
+%% node, without marking it (a process tracekit starts, which marks
+%% itself later, untraced before it makes its first call).
+-spec untrace(pid()) -> ok.
+untrace(Pid) ->
+    _ = [untrace(S, Pid) || {tracekit, _} = S <- trace:session_info(all)],
     ok.
 
 %% @doc The processes of this node marked as tracekit's own.

@@ -132,7 +132,16 @@ private_open(Tmp, Dir, Keeper) ->
 kept_dir(Parent, Prefix) ->
     Owner = self(),
     Ref = make_ref(),
-    {Keeper, Mon} = spawn_monitor(fun() -> keep(Owner, Ref, Parent, Prefix) end),
+    %% A trace of all processes traces the keeper from its first call:
+    %% it waits, making none, until it is out of every tracekit session
+    %% (its calls would be events of those traces, and a slow trace whose
+    %% spec it calls would keep them, write them, make another keeper...).
+    {Keeper, Mon} = spawn_monitor(fun() ->
+                                          receive {Ref, go} -> ok end,
+                                          keep(Owner, Ref, Parent, Prefix)
+                                  end),
+    ok = tracekit_own:untrace(Keeper),
+    Keeper ! {Ref, go},
     receive
         {Ref, {ok, Dir}} ->
             demonitor(Mon, [flush]),
