@@ -315,13 +315,16 @@ slow(Spec) ->
 %%
 %% Options: `over' (`{Amount, us | ms | s}', default `{100, ms}'),
 %% `max_captures' (how many calls to keep, default 10: the trace ends at
-%% the last), `max_bytes' (of the events one call keeps, by their external
-%% size, default 4 MiB; what comes later in the call is left out and
-%% counted as `cut', its return is kept; the calls held at once hold at
-%% most 8 times `max_bytes' together), `sample' (look at every Nth
-%% call of the spec only, default 1), `dir' (an existing directory for
-%% the files; default a new private directory in the system's temporary
-%% directory); `max_time', `print', `io', `processes', `scope', `nodes',
+%% the last), `max_bytes' (of the events one call keeps, each counted by
+%% the larger of its external size and its size on the heap, default 4
+%% MiB; what comes later in the call is left out and counted as `cut',
+%% its return is kept; the calls held at once hold at most 8 times
+%% `max_bytes' together), `sample' (look at every Nth
+%% call of the spec only, default 1), `dir' (an existing directory: the
+%% files go into a new directory of the trace's own in it, `tracekit-slow-'
+%% and random characters, mode 0700, the summary's `dir'; default the
+%% system's temporary directory); `max_time', `print', `io', `processes',
+%% `scope', `nodes',
 %% `ring_size', `colour' as for {@link calls/2}.
 %%
 %% With `print => false', {@link wait/2} and {@link stop/1} return the
@@ -329,7 +332,8 @@ slow(Spec) ->
 %% since the epoch), `duration' (us), `result' (`return' or
 %% `exception'), `events', `cut', `file', `report'), `counters' (`calls'
 %% of the spec, `looked_at', `fast', `kept', `unfinished' (of which
-%% `exited': their process exited during the call), `outside', `cut',
+%% `exited': their process exited during the call), `broken' (let go
+%% because their node's ring refused events meanwhile), `outside', `cut',
 %% `after_end': events that came after the last call the trace
 %% could keep), `dir', and `dropped' (events the rings refused: a call
 %% kept meanwhile misses them).
@@ -345,9 +349,12 @@ slow(Spec, Opts) ->
         Plan = tracekit_slow:plan(Procs, Calls, maps:get(scope, O)),
         In = in_procs(Procs, maps:merge(#{syntax => erlang}, O)),
         #{slow := SlowOpts} = O,
-        tracekit_trace:start(Plan, O#{slow := SlowOpts#{dir => Dir,
-                                                        patterns => [MFA || {MFA, _} <- Calls]},
-                                      header => {slow, [Text, In]}})
+        case tracekit_trace:start(Plan, O#{slow := SlowOpts#{dir => Dir,
+                                                             patterns => [MFA || {MFA, _} <- Calls]},
+                                           header => {slow, [Text, In]}}) of
+            {ok, _} = Ok -> Ok;
+            {error, _} = E -> tracekit_private:delete_dir(Dir), E
+        end
     end.
 
 -define(SLOW_DEFAULTS, #{over => {100, ms}, max_captures => 10, max_bytes => 4 bsl 20,
@@ -406,18 +413,24 @@ microseconds({N, us}) -> N;
 microseconds({N, ms}) -> N * 1000;
 microseconds({N, s}) -> N * 1000000.
 
-%% Where the kept calls are written: the directory given, or a new one of
-%% this user's alone.
-slow_dir(#{slow := #{dir := Dir}}) ->
-    {ok, Dir};
-slow_dir(_) ->
-    Tmp = tracekit_private:temp_dir(),
-    case tracekit_private:dir(Tmp, "tracekit-slow-") of
-        {ok, Dir} -> {ok, Dir};
+%% Where the kept calls are written: a new directory of this trace's own
+%% (this user's alone), in the directory given or the temporary one: two
+%% traces, or two runs into the same dir, never write over each other.
+slow_dir(O) ->
+    {Parent, Key} = case O of
+                        #{slow := #{dir := Dir}} -> {Dir, Dir};
+                        #{} -> {tracekit_private:temp_dir(), default}
+                    end,
+    case tracekit_private:dir(Parent, "tracekit-slow-") of
+        {ok, Own} -> {ok, Own};
         {error, Why} ->
-            {error, {bad_option, {dir, default},
-                     lists:flatten(io_lib:format("dir: cannot make a directory in ~ts (~w); "
-                                                 "give one with dir", [Tmp, Why]))}}
+            {error, {bad_option, {dir, Key},
+                     lists:flatten(io_lib:format("dir: cannot make a directory in ~ts (~w)~ts",
+                                                 [Parent, Why,
+                                                  case Key of
+                                                      default -> "; give one with dir";
+                                                      _ -> ""
+                                                  end]))}}
     end.
 
 %% @equiv messages(Processes, #{})

@@ -11,7 +11,8 @@
 %% pattern with no action. A silent process makes no call events, so until
 %% it calls a function of the spec it only pays the VM's check at each
 %% call. The spec's patterns turn silence off, turn on the process's
-%% `send', `receive', `running', `garbage_collection' and `procs' flags
+%% `send', `receive', `running', `garbage_collection' and `procs' flags,
+%% put where the call was made from in its event (`{message, {caller}}')
 %% and ask for the return or exception (`{exception_trace}'): from then on
 %% the process reports its calls (and where each returns to,
 %% `return_to'), messages, scheduling, collections and process events (its
@@ -22,7 +23,7 @@
 %% let go here.
 -module(tracekit_slow).
 
--export([plan/3, new/1, event/3, finish/1, counters/1, write/3]).
+-export([plan/3, new/1, event/3, lost/2, finish/1, counters/1, write/3]).
 
 -export_type([state/0, capture/0]).
 
@@ -31,6 +32,14 @@
 %% and what it kept (newest first) and left out.
 -record(call, {mfa :: mfa(),
                depth = 1 :: pos_integer(),
+               %% Where the call returns to (the match specification's
+               %% {caller}), and the functions called since (newest first,
+               %% at most STACK of them, then `lost'): a return_to the
+               %% caller while none of the calls made since is it says
+               %% that the call ended and its return was lost.
+               caller = undefined :: mfa() | undefined,
+               stack = [] :: [mfa()] | lost | past,
+               stack_n = 0 :: non_neg_integer(),
                start :: integer(),
                node :: node(),
                look :: boolean(),
@@ -49,13 +58,18 @@
                held = 0 :: non_neg_integer(),
                max_held :: pos_integer(),
                open = #{} :: #{pid() => #call{}},
+               %% Nodes whose rings refused events in the batch being taken.
+               suspect = #{} :: #{node() => true},
                seen = 0 :: non_neg_integer(),
                counters = #{calls => 0, looked_at => 0, fast => 0, kept => 0,
-                            unfinished => 0, exited => 0, outside => 0, cut => 0}
+                            unfinished => 0, exited => 0, broken => 0, outside => 0,
+                            cut => 0}
                    :: #{atom() => non_neg_integer()}}).
 
 %% The open calls together hold at most this many times max_bytes.
 -define(HELD, 8).
+%% The most calls a call's stack follows.
+-define(STACK, 100000).
 
 -opaque state() :: #slow{}.
 %% A kept call: its process and node, the function, when it began (us
@@ -71,6 +85,7 @@
 plan(Procs, Calls, Scope) ->
     Start = [{silent, false},
              {trace, [], [send, 'receive', running, garbage_collection, procs]},
+             {message, {caller}},
              {exception_trace}],
     #{procs => [{Procs, [call, return_to, silent, timestamp]}],
       %% Every function first, then the spec's own patterns over them.
@@ -81,7 +96,8 @@ plan(Procs, Calls, Scope) ->
 
 %% @doc A capture state: `patterns' (the spec's `{M, F, A}', `_' for
 %% any), `over' (us), `sample' (look at every Nth call), `max_bytes'
-%% (of the events one call keeps, by their external size).
+%% (of the events one call keeps, by the larger of their external size
+%% and their size on the heap).
 -spec new(#{patterns := [tuple()], over := non_neg_integer(), sample := pos_integer(),
             max_bytes := pos_integer()}) -> state().
 new(#{patterns := Ps, over := Over, sample := N, max_bytes := Max}) ->
@@ -104,11 +120,19 @@ event(_E, _At, S) ->
 maybe_start(E, T, Node, Pid, #slow{seen = Seen, sample = N} = S) ->
     case mfa(element(4, E)) of
         {ok, MFA} ->
-            case matches(MFA, S#slow.patterns) of
+            Caller = case E of
+                         {trace_ts, _, call, _, {_, _, _} = CMFA, _} -> CMFA;
+                         _ -> undefined
+                     end,
+            %% Called from a function of the spec: a call inside one whose
+            %% start was let go (broken), not an outermost one.
+            Nested = Caller =/= undefined andalso matches(Caller, S#slow.patterns),
+            case matches(MFA, S#slow.patterns) andalso not Nested of
                 true ->
                     Look = Seen rem N =:= 0,
                     S1 = count(calls, S#slow{seen = Seen + 1}),
-                    {C, S2} = add(E, #call{mfa = MFA, start = T, node = Node, look = Look}, S1),
+                    {C, S2} = add(E, #call{mfa = MFA, start = T, node = Node, look = Look,
+                                           caller = Caller, stack = [MFA], stack_n = 1}, S1),
                     {[], (count_if(Look, looked_at, S2))#slow{open = (S2#slow.open)#{Pid => C}}};
                 false ->
                     {[], count(outside, S)}
@@ -118,10 +142,16 @@ maybe_start(E, T, Node, Pid, #slow{seen = Seen, sample = N} = S) ->
     end.
 
 %% An event of a process inside a call of the spec.
-inside(Tag, E, T, Pid, #call{mfa = MFA, depth = D} = C, S0) ->
+inside(Tag, E, T, Pid, #call{mfa = MFA, depth = D} = C0, S0) ->
     Own = mfa(element(4, E)) =:= {ok, MFA},
+    C = follow(Tag, E, C0),
     {C1, S} = add(E, C, S0),
     if
+        C#call.stack =:= past ->
+            %% Returned to where the call was made from: it ended, and
+            %% its return was lost.
+            S1 = S#slow{open = maps:remove(Pid, S#slow.open), held = S#slow.held - C1#call.bytes},
+            {[], count_if(C#call.look, broken, S1)};
         Tag =:= call, Own ->
             {[], keep(Pid, C1#call{depth = D + 1}, S)};
         (Tag =:= return_from orelse Tag =:= exception_from), Own, D > 1 ->
@@ -137,11 +167,43 @@ inside(Tag, E, T, Pid, #call{mfa = MFA, depth = D} = C, S0) ->
             {[], keep(Pid, C1, S)}
     end.
 
+%% The calls made since the call of the spec, as call and return_to
+%% events tell them; `past' when execution went back to the caller.
+follow(_Tag, _E, #call{stack = lost} = C) ->
+    C;
+follow(call, E, #call{stack = St, stack_n = N} = C) when N < ?STACK ->
+    case mfa(element(4, E)) of
+        {ok, X} -> C#call{stack = [X | St], stack_n = N + 1};
+        error -> C
+    end;
+follow(call, _E, C) ->
+    C#call{stack = lost};
+follow(return_to, E, #call{stack = St, caller = Caller} = C) ->
+    X = element(4, E),
+    case lists:member(X, St) of
+        true ->
+            {Left, N} = pop_to(X, St, C#call.stack_n),
+            C#call{stack = Left, stack_n = N};
+        false when X =:= Caller, Caller =/= undefined ->
+            C#call{stack = past};
+        false ->
+            %% Into a function with no pattern (its module loaded later).
+            C
+    end;
+follow(_Tag, _E, C) ->
+    C.
+
+pop_to(X, [X | _] = St, N) -> {St, N};
+pop_to(X, [_ | St], N) -> pop_to(X, St, N - 1).
+
 keep(Pid, C, S) ->
     S#slow{open = (S#slow.open)#{Pid => C}}.
 
 ended(_Tag, _T, _Pid, #call{look = false}, S) ->
     {[], S};
+ended(_Tag, _T, _Pid, #call{node = Node}, #slow{suspect = Suspect} = S)
+  when is_map_key(Node, Suspect) ->
+    {[], count(broken, S)};
 ended(Tag, T, Pid, #call{start = T0} = C, #slow{over = Over} = S) ->
     Duration = T - T0,
     case Duration >= Over orelse Tag =:= exception_from of
@@ -165,7 +227,7 @@ add(_E, #call{look = false} = C, S) ->
     {C, S};
 add(E, #call{bytes = B, n = N, cut = Cut} = C,
     #slow{max_bytes = Max, held = Held, max_held = MaxHeld} = S) ->
-    Size = erlang:external_size(E),
+    Size = held_size(E),
     Ends = element(3, E) =:= return_from orelse element(3, E) =:= exception_from,
     case N =:= 0
         orelse (Cut =:= 0 andalso B + Size =< Max andalso Held + Size =< MaxHeld)
@@ -178,6 +240,30 @@ add(E, #call{bytes = B, n = N, cut = Cut} = C,
             {C#call{cut = C#call.cut + 1}, S}
     end.
 
+%% @doc A batch of events is about to be taken in (`Nodes': the nodes
+%% whose rings refused events since the last batch), or was (`done'). The
+%% refused events came before the end of this batch: a call open on such
+%% a node, or that ends on it within this batch, may miss some (a lost
+%% return would leave a call open for good, and every later call of its
+%% process inside it). Such calls are let go as `broken', at the start of
+%% the batch, within it and at its end; each process starts afresh at its
+%% next call of the spec.
+-spec lost([node()] | done, state()) -> state().
+lost(done, #slow{suspect = Suspect} = S) ->
+    (lists:foldl(fun broken/2, S, maps:keys(Suspect)))#slow{suspect = #{}};
+lost(Nodes, S) ->
+    (lists:foldl(fun broken/2, S, Nodes))#slow{suspect = maps:from_keys(Nodes, true)}.
+
+broken(Node, #slow{open = Open} = S) ->
+    {Gone, Kept} = maps:fold(fun(Pid, #call{node = N} = C, {G, K}) when N =:= Node ->
+                                     {[C | G], maps:remove(Pid, K)};
+                                (_, _, Acc) ->
+                                     Acc
+                             end, {[], Open}, Open),
+    Looked = length([C || #call{look = true} = C <- Gone]),
+    S#slow{open = Kept, held = S#slow.held - lists:sum([B || #call{bytes = B} <- Gone]),
+           counters = maps:update_with(broken, fun(X) -> X + Looked end, S#slow.counters)}.
+
 %% @doc The trace ended: calls still open are unfinished.
 -spec finish(state()) -> state().
 finish(#slow{open = Open} = S) ->
@@ -187,9 +273,9 @@ finish(#slow{open = Open} = S) ->
 
 %% @doc calls (of the spec, outermost), looked_at (after sampling), fast,
 %% kept, unfinished (never ended: open at the end of the trace, or their
-%% process exited, `exited'), outside (events of traced processes outside
-%% any call of the spec), cut (events left out of kept calls past
-%% max_bytes).
+%% process exited, `exited'), broken (let go when their node's ring
+%% refused events), outside (events of traced processes outside any call
+%% of the spec), cut (events left out of kept calls past max_bytes).
 -spec counters(state()) -> #{atom() => non_neg_integer()}.
 counters(#slow{counters = C}) ->
     C.
@@ -250,6 +336,13 @@ note(#{pid := Pid, node := Node, result := R, events := Es, cut := Cut}) ->
                                                  end]).
 
 %%% Helpers -------------------------------------------------------------------
+
+%% What an event held costs: its size on the trace process's heap, or its
+%% external size when that is larger (a list of [] or of small integers
+%% takes up to 16 times more room on the heap than outside: counted
+%% outside only, max_bytes held 16 times as much).
+held_size(E) ->
+    max(erlang:external_size(E), erts_debug:flat_size(E) * erlang:system_info(wordsize)).
 
 mfa({M, F, Args}) when is_atom(M), is_atom(F), is_list(Args) -> {ok, {M, F, length(Args)}};
 mfa({M, F, A}) when is_atom(M), is_atom(F), is_integer(A) -> {ok, {M, F, A}};

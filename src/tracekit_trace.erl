@@ -93,6 +93,7 @@
              %% A slow trace (tracekit:slow/2): the calls being held, and
              %% those kept, written out (newest first).
              slow :: tracekit_slow:state() | undefined,
+             slow_lost = #{} :: #{node() => non_neg_integer()},
              captures = [] :: [map()]}).
 
 %% @doc Starts a trace for the calling process. Returns when tracing is on
@@ -387,8 +388,28 @@ file_limit(_) ->
 
 take(#st{nodes = N, printer = P} = St) ->
     {Items, N1} = tracekit_nodes:take(N),
-    items(Items, St#st{nodes = N1, batch_at = erlang:monotonic_time(millisecond),
-                       printer = tracekit_printer:add_names(tracekit_nodes:names(N1), P)}).
+    St1 = items(Items, lost(St#st{nodes = N1, batch_at = erlang:monotonic_time(millisecond),
+                                  printer = tracekit_printer:add_names(tracekit_nodes:names(N1), P)})),
+    case St1#st.slow of
+        undefined -> St1;
+        Slow -> St1#st{slow = tracekit_slow:lost(done, Slow)}
+    end.
+
+%% Events a node's ring refused (dropped when full, or overwritten), or
+%% that came too late for the merge: not those on their way.
+refused(#{counters := C, late := Late}) ->
+    maps:get(dropped, C, 0) + maps:get(overwritten, C, 0) + Late;
+refused(#{}) ->
+    0.
+
+%% A slow trace: the nodes whose rings refused events since the last
+%% batch (their calls in this batch are let go: tracekit_slow:lost/2).
+lost(#st{slow = undefined} = St) ->
+    St;
+lost(#st{slow = Slow, slow_lost = Before, nodes = N} = St) ->
+    Lost = maps:map(fun(_, S) -> refused(S) end, tracekit_nodes:summary(N)),
+    Grew = [Node || Node := L <- Lost, L > maps:get(Node, Before, 0)],
+    St#st{slow = tracekit_slow:lost(Grew, Slow), slow_lost = Lost}.
 
 items([], St) ->
     St;
@@ -579,9 +600,9 @@ slow_summary_line(#{counters := C, captures := Kept, dir := Dir, dropped := Drop
                   [Calls, Looked, length(Kept), Fast, Open,
                    case Dropped of
                        0 -> "no event refused by a full ring";
-                       _ -> io_lib:format("~w events refused by a full ring (a call kept "
-                                          "meanwhile misses them: a larger ring_size keeps "
-                                          "them)", [Dropped])
+                       _ -> io_lib:format("~w events refused by a full ring (the calls open "
+                                          "meanwhile let go as broken: a larger ring_size "
+                                          "keeps them)", [Dropped])
                    end,
                    filename:flatten(Dir), Reason, 5]).
 
@@ -645,7 +666,7 @@ summary(#st{slow = Slow, captures = Done, nodes = N, opts = #{slow := #{dir := D
   when Slow =/= undefined ->
     %% Events the rings refused: a call kept while they were may miss
     %% some. (Those that came after the end are not counted here.)
-    Refused = lists:sum([L || #{lost := L} <- maps:values(tracekit_nodes:summary(N))]),
+    Refused = lists:sum([refused(NS) || NS <- maps:values(tracekit_nodes:summary(N))]),
     AfterEnd = lists:sum([Over || {_, Over} <- maps:values(St#st.per_node)]),
     S = summary(St#st{slow = undefined}),
     Counters = tracekit_slow:counters(tracekit_slow:finish(Slow)),

@@ -106,7 +106,7 @@ stop(T) ->
 
 arg(#{file := File}) ->
     {ok, [First | _]} = tracekit_file:read(File),
-    {trace_ts, _, call, {?MODULE, handle, [Arg, _]}, _} = First,
+    {trace_ts, _, call, {?MODULE, handle, [Arg, _]}, _Caller, _} = First,
     Arg.
 
 tags(Events) -> [element(3, E) || E <- Events].
@@ -116,7 +116,8 @@ tags(Events) -> [element(3, E) || E <- Events].
 read_capture(#{file := File, report := Report, events := N, mfa := MFA} = C) ->
     {ok, Events} = tracekit_file:read(File),
     ?assertEqual(N, length(Events)),
-    {trace_ts, _, call, {M, F, Args}, _} = hd(Events),
+    %% (The call of the spec has where it was called from: {caller}.)
+    {trace_ts, _, call, {M, F, Args}, _Caller, _} = hd(Events),
     ?assertEqual(MFA, {M, F, length(Args)}),
     End = case maps:get(result, C) of return -> return_from; exception -> exception_from end,
     ?assertMatch({trace_ts, _, End, MFA, _, _}, lists:last(Events)),
@@ -189,9 +190,9 @@ outermost_of_recursion(Config) ->
     receive {done, P} -> ok end,
     #{captures := [K], counters := #{calls := 1, kept := 1}} = stop(T),
     Events = read_capture(K),
-    ?assertEqual(6, length([E || {trace_ts, _, call, {?MODULE, rec, _}, _} = E <- Events])),
+    ?assertEqual(6, length([E || {trace_ts, _, call, {?MODULE, rec, _}, _, _} = E <- Events])),
     ?assertEqual(6, length([E || {trace_ts, _, return_from, {?MODULE, rec, 2}, _, _} = E <- Events])),
-    {trace_ts, _, call, {?MODULE, rec, [5, 40]}, _} = hd(Events),
+    {trace_ts, _, call, {?MODULE, rec, [5, 40]}, _, _} = hd(Events),
     ?assertMatch({trace_ts, _, return_from, _, 5, _}, lists:last(Events)).
 
 %% sample => 3: only every third call is looked at; of eight slow ones,
@@ -217,14 +218,17 @@ max_captures_ends_the_trace(Config) ->
     ct:log("~p", [S]),
     ?assertMatch(#{reason := {max_captures, 2}, captures := [_, _]}, S),
     ?assertEqual([{slow, 1}, {slow, 2}], [arg(K) || K <- maps:get(captures, S)]),
-    ?assertEqual(2, length(filelib:wildcard(filename:join(?config(dir, Config), "slow-*.tkt")))),
+    %% The files are in a directory of the trace's own, in dir.
+    #{dir := Own} = S,
+    ?assertEqual(?config(dir, Config), filename:dirname(Own)),
+    ?assertEqual(2, length(filelib:wildcard(filename:join(Own, "slow-*.tkt")))),
     receive {done, W} -> ok end.
 
 %% A call with more events than max_bytes keeps its first events and its
 %% return, and counts what it left out.
 max_bytes_cuts_a_call(Config) ->
     {ok, T} = tracekit:slow({?MODULE, chatty, 2}, #{over => {?OVER_MS, ms}, print => false,
-                                                    max_bytes => 4096,
+                                                    max_bytes => 4096, ring_size => 16 bsl 20,
                                                     dir => ?config(dir, Config)}),
     Self = self(),
     P = spawn(fun() -> receive go -> ?MODULE:chatty(500, 40), Self ! {done, self()} end end),
@@ -413,6 +417,6 @@ killed_mid_call(Config) ->
     timer:sleep(100),
     [exit(P, kill) || P <- Ps],
     timer:sleep(100),
-    #{captures := [], counters := C} = stop(T),
+    #{captures := [], counters := C, dir := Own} = stop(T),
     ?assertMatch(#{calls := 5, unfinished := 5, exited := 5, kept := 0, fast := 0}, C),
-    ?assertEqual({ok, []}, file:list_dir(?config(dir, Config))).
+    ?assertEqual({ok, []}, file:list_dir(Own)).
