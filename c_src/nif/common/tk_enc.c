@@ -74,9 +74,17 @@ static void enc_varint(enc *e, unsigned tag, uint64_t v,
     tk_put_varint(&e->w, v);
 }
 
-/* An immediate: its word without the low bits that every immediate has. */
+static void enc_ext(enc *e, ERL_NIF_TERM t, const unsigned char *limit);
+
+/* An immediate: its word without the low bits that every immediate has
+ * (a word without them, where the representation is not the one checked
+ * at load, goes as an external term). */
 static void enc_imm(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
 {
+    if (((uint64_t)t & 3) != 3) {
+        enc_ext(e, t, limit);
+        return;
+    }
     enc_varint(e, TK_T_IMM, tk_zigzag(tk_imm_value((uint64_t)t)), limit);
 }
 
