@@ -99,8 +99,17 @@ static inline void copy_words(_Atomic uint64_t *w, const void *src, size_t len)
         atomic_store_explicit(&w[i], v, memory_order_relaxed);
     }
     if (len & 7) {
+        /* The last 1 to 7 bytes: the payload's last 8 bytes shifted down
+         * (little-endian) when there are 8, a fixed-size load rather than
+         * a copy of a variable length. */
         uint64_t v = 0;
-        memcpy(&v, p + 8 * n, len & 7);
+        size_t k = len & 7;
+        if (len >= 8) {
+            memcpy(&v, p + len - 8, 8);
+            v >>= 8 * (8 - k);
+        } else {
+            memcpy(&v, p, k);
+        }
         atomic_store_explicit(&w[n], v, memory_order_relaxed);
     }
 }
@@ -172,11 +181,14 @@ int tk_ring_push(tk_ring *r, uint64_t stamp, const void *payload, size_t len)
     /* The first two words: header and stamp's low half; stamp's high half
      * and the payload's first 4 bytes. The rest of the payload from the
      * third word on. */
-    uint64_t head4 = 0;
+    uint32_t head4 = 0;
     size_t in_head = len < 4 ? len : 4;
-    memcpy(&head4, payload, in_head);
+    if (in_head == 4)
+        memcpy(&head4, payload, 4);
+    else
+        memcpy(&head4, payload, in_head);
     uint64_t w0 = tk_ring_hdr(need, len) | stamp << 32;
-    uint64_t w1 = stamp >> 32 | head4 << 32;
+    uint64_t w1 = stamp >> 32 | (uint64_t)head4 << 32;
     const unsigned char *rest = (const unsigned char *)payload + in_head;
     size_t rest_len = len - in_head;
     if (room >= need) {
