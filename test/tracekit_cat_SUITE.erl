@@ -900,7 +900,9 @@ interrupted_output(Config) ->
     Trace = filename:join(?config(priv_dir, Config), "interrupted.tkt"),
     {ok, F} = tracekit_file:new(#{path => Trace, buffer => 64 * 1024 * 1024}),
     Self = self(),
-    Msg = {lists:seq(1, 40), <<"secret">>},
+    %% (Big enough that tracekit-cat is still writing when signalled:
+    %% records hold small integers in 2 or 3 bytes.)
+    Msg = {lists:seq(1, 100), <<"secret">>},
     [tracekit_file:trace(send, F, Self, Msg, #{extra => Self}) || _ <- lists:seq(1, 300000)],
     ok = tracekit_file:close(F),
     [interrupted_output(Config, Trace, Sig) || Sig <- ["INT", "TERM", "HUP"]].

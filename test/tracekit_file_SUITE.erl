@@ -11,14 +11,15 @@
          bad_paths_and_options/1, accounting_under_load/1, flush_and_stats/1,
          several_files_merge/1, limits/1, wrap_set_reopened/1,
          dictionary_chunks/1, files_are_private/1, private_dirs/1,
-         close_while_recording/1, room_again/1, cut_files_say_so/1]).
+         close_while_recording/1, room_again/1, cut_files_say_so/1,
+         version_1_files/1]).
 -export([write_until_killed/2, fill_disk/1, close_cycles/2, fill_then_room/1]).
 
 all() ->
     [flush_and_stats, wrap_set, wrap_set_reopened, several_files_merge,
      dictionary_chunks, accounting_under_load, killed_node, damaged_files,
      disk_fills, bad_paths_and_options, limits, files_are_private, private_dirs,
-     close_while_recording, room_again, cut_files_say_so].
+     close_while_recording, room_again, cut_files_say_so, version_1_files].
 
 init_per_testcase(_, Config) ->
     Config.
@@ -183,7 +184,7 @@ dictionary_chunks(Config) ->
     ?assertEqual({error, bad_chunk}, tracekit_file:reader_dict(H, <<1:32/little, 5:32/little>>)),
     %% A bad chunk left nothing: entry 1 is still the next.
     ?assertEqual(ok, tracekit_file:reader_dict(H, Dict(1, [Entry, Entry]))),
-    Rec = <<0, 0, 14, 2:32/little, 13, 7:32/little>>,
+    Rec = <<0, 0, 14, 2, 3, 14>>, % DICT 2, INT 7 (zigzag: 14)
     Events = <<0:64, 0:64, 1:32/little, (byte_size(Rec)):32/little, 0:64, Rec/binary>>,
     {[{_, 0, {trace, x, _, 7}}], 0} = tracekit_file:reader_events(H, Events, {0, 0, 1000}),
     ?assertError(badarg, tracekit_file:reader_dict(Events, H)),
@@ -199,7 +200,7 @@ dict_pid(I) ->
 %% pids, each followed by an events chunk of one record, whose tracee is
 %% its chunk's last entry.
 dict_file(Path, Chunks, PerChunk) ->
-    Header = #{format => 1, node => node(), anchor => {0, 0}, stamp => monotonic,
+    Header = #{format => 2, node => node(), anchor => {0, 0}, stamp => monotonic,
                stamp_hz => 1000000000, sequence => 0, wrap => none,
                tags => [send], machine => <<"dictionary_chunks">>},
     Crc = crc_table(),
@@ -208,14 +209,18 @@ dict_file(Path, Chunks, PerChunk) ->
                 Entries = << <<(byte_size(E)):32/little, E/binary>>
                              || I <- lists:seq(First, First + PerChunk - 1),
                                 E <- [term_to_binary(dict_pid(I))] >>,
-                %% {trace, Entry, send, C}: the tag's index, DICT, INT32.
-                Rec = <<0, 0, 14, (First + PerChunk - 1):32/little, 13, C:32/little>>,
+                %% {trace, Entry, send, C}: the tag's index, DICT, INT.
+                Rec = <<0, 0, 14, (uv(First + PerChunk - 1))/binary, 3, (uv(2 * C))/binary>>,
                 [chunk(2, <<First:32/little, PerChunk:32/little, Entries/binary>>, Crc),
                  chunk(3, <<0:64, 0:64, 1:32/little, (byte_size(Rec)):32/little, C:64/little,
                             Rec/binary>>, Crc)]
             end || C <- lists:seq(0, Chunks - 1)],
-    ok = file:write_file(Path, [<<"TKTRACE1">>, chunk(1, term_to_binary(Header), Crc), Body,
+    ok = file:write_file(Path, [<<"TKTRACE2">>, chunk(1, term_to_binary(Header), Crc), Body,
                                 chunk(5, term_to_binary(#{}), Crc)]).
+
+%% An unsigned varint (FORMAT.md).
+uv(N) when N < 128 -> <<N>>;
+uv(N) -> <<(N band 127 bor 128), (uv(N bsr 7))/binary>>.
 
 %% {Events, Reductions, Microseconds} of a fold over a file, in a process
 %% of its own (its reductions are the read's).
@@ -817,7 +822,7 @@ cut_files_say_so(Config) ->
     ok = tracekit_file:close(W2),
     {ok, NewEvs} = tracekit_file:read(Base),
     ?assertEqual(11, length(NewEvs)),
-    ok = file:write_file(First, <<"TKTRACE2">>),
+    ok = file:write_file(First, <<"TKTRACE3">>),
     ?assertEqual({error, {file, First, not_a_trace}, []}, tracekit_file:read(First)).
 
 %% The bytes of a file's last chunk (its end chunk).
@@ -831,7 +836,7 @@ chunk_sizes(_, _) ->
     [].
 
 chunk_types(Path) ->
-    {ok, <<"TKTRACE1", Rest/binary>>} = file:read_file(Path),
+    {ok, <<"TKTRACE2", Rest/binary>>} = file:read_file(Path),
     chunk_types(Rest, []).
 
 chunk_types(<<>>, Acc) ->
@@ -839,3 +844,25 @@ chunk_types(<<>>, Acc) ->
 chunk_types(<<16#4B434B54:32/little, Type, _, _:16, L:32/little, _:32, _:L/binary,
               Rest/binary>>, Acc) ->
     chunk_types(Rest, [Type | Acc]).
+
+%% A file of version 1 of the format (FORMAT.md: fixed-width numbers),
+%% written by the tracer before version 2 (test data: sends of integers
+%% of every size, a float, binaries, a bitstring, a string, an improper
+%% list, a map, a reference, a fun, a pid, with timestamps), reads back
+%% as the events it was written with: through read/1 and through
+%% tracekit-cat's dbg format, the same terms.
+version_1_files(Config) ->
+    Data = ?config(data_dir, Config),
+    Path = filename:join(Data, "v1.tktrace"),
+    {ok, <<"TKTRACE1", _/binary>>} = file:read_file(Path),
+    {ok, Bin} = file:read_file(Path ++ ".terms"),
+    Expected = binary_to_term(Bin),
+    ?assertEqual(18, length(Expected)),
+    ?assertEqual({ok, Expected}, tracekit_file:read(Path)),
+    Cat = filename:join(code:priv_dir(tracekit), "bin/tracekit-cat"),
+    Out = filename:join(?config(priv_dir, Config), "v1.dbg"),
+    Port = open_port({spawn_executable, Cat},
+                     [{args, ["--format", "dbg", "-o", Out, Path]}, exit_status]),
+    receive {Port, {exit_status, St}} -> ?assertEqual(0, St) end,
+    {ok, Dbg} = file:read_file(Out),
+    ?assertEqual(Expected, [binary_to_term(T) || <<0, L:32, T:L/binary>> <= Dbg]).

@@ -102,7 +102,7 @@ real_header(Dir) ->
     Path = filename:join(Dir, "real.tkt"),
     {ok, F} = tracekit_file:new(#{path => Path}),
     ok = tracekit_file:close(F),
-    {ok, <<"TKTRACE1", 16#4B434B54:32/little, 1, _, _:16, L:32/little, C:32/little,
+    {ok, <<"TKTRACE2", 16#4B434B54:32/little, 1, _, _:16, L:32/little, C:32/little,
            P:L/binary, _/binary>>} = file:read_file(Path),
     ?assertEqual(C, crc32c(<<1, 0, 0:16, L:32/little, P/binary>>)),
     binary_to_term(P).
@@ -110,20 +110,32 @@ real_header(Dir) ->
 %% A crafted file: the magic, the chunks, and an end chunk (FORMAT.md: a
 %% file without it was cut short).
 write(Path, Chunks) ->
-    ok = file:write_file(Path, [<<"TKTRACE1">>, Chunks, chunk(5, term_to_binary(#{}))]),
+    write(Path, <<"TKTRACE2">>, Chunks).
+
+write(Path, Magic, Chunks) ->
+    ok = file:write_file(Path, [Magic, Chunks, chunk(5, term_to_binary(#{}))]),
     Path.
 
-%% Records whose terms are a VM's own words (tags 1 and 2, which never
-%% appear in a file): the reader took the words for terms, and the VM
-%% crashed on the first one that was not a valid term. On a peer, so that
-%% a crash fails only this case.
+%% An unsigned varint (FORMAT.md).
+uv(N) when N < 128 -> <<N>>;
+uv(N) -> <<(N band 127 bor 128), (uv(N bsr 7))/binary>>.
+
+%% Records whose terms are a VM's own words (tag 1, and tag 2 of version
+%% 1, which never appear in a file): the reader took the words for terms,
+%% and the VM crashed on the first one that was not a valid term. In files
+%% of both versions. On a peer, so that a crash fails only this case.
 crafted_records(Config) ->
     Dir = ?config(priv_dir, Config),
     H = chunk(1, term_to_binary(real_header(Dir))),
-    Recs = [{"imm.tkt", <<0, 0, 1, 16#deadbeefcafe:64/little, 1, 16#12345678fff:64/little>>},
-            {"imm32.tkt", <<0, 0, 2, 3:32/little, 2, 7:32/little>>},
-            {"imm_deep.tkt", <<0, 0, 8, 1:32/little, 1, 16#41:64/little, 0>>}],
-    Files = [write(filename:join(Dir, N), [H, events_chunk([R])]) || {N, R} <- Recs],
+    Recs = [{"imm.tkt", <<"TKTRACE2">>,
+             <<0, 0, 1, (uv(16#deadbeefcafe))/binary, 1, (uv(16#12345678fff))/binary>>},
+            {"imm32.tkt", <<"TKTRACE2">>, <<0, 0, 2, 3, 2, 7>>},
+            {"imm_deep.tkt", <<"TKTRACE2">>, <<0, 0, 8, 1, 1, 16#41, 0>>},
+            {"imm_v1.tkt", <<"TKTRACE1">>,
+             <<0, 0, 1, 16#deadbeefcafe:64/little, 1, 16#12345678fff:64/little>>},
+            {"imm32_v1.tkt", <<"TKTRACE1">>, <<0, 0, 2, 3:32/little, 2, 7:32/little>>},
+            {"imm_deep_v1.tkt", <<"TKTRACE1">>, <<0, 0, 8, 1:32/little, 1, 16#41:64/little, 0>>}],
+    Files = [write(filename:join(Dir, N), M, [H, events_chunk([R])]) || {N, M, R} <- Recs],
     Peer = peer([]),
     Results = peer:call(Peer, ?MODULE, read_crafted, [Files], 30000),
     peer:stop(Peer),
@@ -156,7 +168,7 @@ crafted_headers(Config) ->
 
 %% The types of the chunks of a file, in order.
 chunk_types(Path) ->
-    {ok, <<"TKTRACE1", Rest/binary>>} = file:read_file(Path),
+    {ok, <<"TKTRACE2", Rest/binary>>} = file:read_file(Path),
     chunk_types(Rest, []).
 
 chunk_types(<<>>, Acc) ->
@@ -451,10 +463,10 @@ dict_chunk(Entries) ->
     chunk(2, <<0:32/little, (length(Entries)):32/little,
                (<< <<(byte_size(E)):32/little, E/binary>> || E <- Entries >>)/binary>>).
 
-%% N records {trace, Entry0, send, Entry0}: two references each (5 bytes
+%% N records {trace, Entry0, send, Entry0}: two references each (2 bytes
 %% each: DICT and the entry's number).
 referring_records(N) ->
-    Rec = <<0, 0, 14, 0:32/little, 14, 0:32/little>>,
+    Rec = <<0, 0, 14, 0, 14, 0>>,
     lists:duplicate(N, Rec).
 
 %% A file of 0.85 MB: one dictionary entry a string of 65,535 characters,
@@ -561,7 +573,7 @@ deep_terms_one_rule(Config) ->
     {1, <<>>, _} = cat(Config, [Entry], 200000),
     [begin
          Ext = term_to_binary(Deep(D)),
-         Rec = <<0, 0, 12, 10, (byte_size(Ext)):32/little, Ext/binary>>,
+         Rec = <<0, 0, 12, 10, (uv(byte_size(Ext)))/binary, Ext/binary>>,
          File = write(filename:join(Dir, "deep_ext" ++ integer_to_list(D) ++ ".tkt"),
                       [H, events_chunk([Rec])]),
          case D =< 200 of

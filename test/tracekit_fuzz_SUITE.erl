@@ -1873,17 +1873,23 @@ reader_dict_op(#{h := H, ndict := Nd, lens := Lens} = St) ->
 %% whether it must decode.
 gen_file_record(Nd) ->
     Term = fun() ->
-                   case rand:uniform(4) of
+                   case rand:uniform(6) of
                        1 -> K = rand:uniform(Nd + 2) - 1,
-                            {<<14, K:32/little>>, K < Nd};
+                            {<<14, (uv(K))/binary>>, K < Nd};
                        2 -> D = pick([1, 150, 200, 201, 300]),
                             X = term_to_binary(nested(D)),
-                            {<<10, (byte_size(X)):32/little, X/binary>>, D =< 200};
+                            {<<10, (uv(byte_size(X)))/binary, X/binary>>, D =< 200};
                        %% (any_term/0 may nest deeper than 200; a term of a
                        %% budget of at most 20 nests at most that deep.)
                        3 -> X = term_to_binary(term(rand:uniform(20))),
-                            {<<10, (byte_size(X)):32/little, X/binary>>, true};
-                       4 -> {<<12>>, true}
+                            {<<10, (uv(byte_size(X)))/binary, X/binary>>, true};
+                       4 -> {<<12>>, true};
+                       %% An integer of any size up to 64 bits, and a
+                       %% varint past them.
+                       5 -> I = rand:uniform(1 bsl 64) - (1 bsl 63),
+                            {<<3, (uv(zigzag(I)))/binary>>, true};
+                       6 -> {<<3, (binary:copy(<<16#ff>>, rand:uniform(4) + 9))/binary, 1>>,
+                             false}
                    end
            end,
     {T1, Ok1} = Term(),
@@ -1892,6 +1898,13 @@ gen_file_record(Nd) ->
         true -> {<<0, 0, (rand:bytes(rand:uniform(12)))/binary>>, unknown};
         false -> {<<0, 0, T1/binary, T2/binary>>, Ok1 andalso Ok2}
     end.
+
+%% Varints (FORMAT.md).
+uv(N) when N < 128 -> <<N>>;
+uv(N) -> <<(N band 127 bor 128), (uv(N bsr 7))/binary>>.
+
+zigzag(I) when I >= 0 -> 2 * I;
+zigzag(I) -> -2 * I - 1.
 
 events_payload(Recs) ->
     <<0:64, 0:64, (length(Recs)):32/little,
@@ -1925,7 +1938,7 @@ expansion_op(#{h := H, ndict := Nd, lens := Lens} = St) ->
             St;
         [{K, L} | _] ->
             Per = 1000,
-            Rec = << <<14, K:32/little>> || _ <- [1, 2] >>,
+            Rec = << <<14, (uv(K))/binary>> || _ <- [1, 2] >>,
             Rec1 = <<0, 0, Rec/binary>>,
             Records = (16 bsl 20) div (2 * L) + 1,
             Chunk = events_payload(lists:duplicate(Records, Rec1)),

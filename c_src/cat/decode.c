@@ -40,7 +40,7 @@ static int binary(dec *d, bool cut)
 {
     uint32_t n;
     uint64_t total = 0;
-    if (!tk_get_u32(&d->in, &n) || (cut && !tk_get_word(&d->in, &total)) ||
+    if (!tk_get_len(&d->in, &n) || (cut && !tk_get_varint(&d->in, &total)) ||
         (size_t)(d->in.end - d->in.p) < n)
         return -1;
     if (cut && (ei_x_encode_tuple_header(d->x, 3) < 0 || atom(d->x, "...") < 0))
@@ -54,7 +54,7 @@ static int binary(dec *d, bool cut)
 static int ext(dec *d)
 {
     uint32_t n;
-    if (!tk_get_u32(&d->in, &n) || (size_t)(d->in.end - d->in.p) < n || n < 2 ||
+    if (!tk_get_len(&d->in, &n) || (size_t)(d->in.end - d->in.p) < n || n < 2 ||
         d->in.p[0] != 131)
         return -1;
     /* binary_to_term must take all of it, and nothing more */
@@ -84,19 +84,16 @@ static int term(dec *d)
     unsigned tag;
     uint32_t n;
     uint64_t w;
+    int64_t v;
     if (!tk_get_u8(&d->in, &tag))
         return -1;
     switch (tag) {
     case TK_T_NIL:
         return ei_x_encode_empty_list(d->x);
-    case TK_T_INT32:
-        if (!tk_get_u32(&d->in, &n))
-            return -1;
-        return ei_x_encode_long(d->x, (long)(int32_t)n);
     case TK_T_INT:
-        if (!tk_get_word(&d->in, &w))
+        if (!tk_get_svarint(&d->in, &v))
             return -1;
-        return ei_x_encode_longlong(d->x, (long long)(int64_t)w);
+        return ei_x_encode_longlong(d->x, (long long)v);
     case TK_T_FLOAT: {
         double f;
         if (!tk_get_word(&d->in, &w))
@@ -110,7 +107,7 @@ static int term(dec *d)
     case TK_T_LIST:
         /* n elements and a tail; no elements: the tail alone (as the
          * VM's list cells make it) */
-        if (!tk_get_u32(&d->in, &n))
+        if (!tk_get_len(&d->in, &n))
             return -1;
         if (n > 0 && ei_x_encode_list_header(d->x, (long)n) < 0)
             return -1;
@@ -118,11 +115,11 @@ static int term(dec *d)
             return -1;
         return term(d);
     case TK_T_TUPLE:
-        if (!tk_get_u32(&d->in, &n) || ei_x_encode_tuple_header(d->x, (long)n) < 0)
+        if (!tk_get_len(&d->in, &n) || ei_x_encode_tuple_header(d->x, (long)n) < 0)
             return -1;
         return seq(d, n);
     case TK_T_MAP:
-        if (!tk_get_u32(&d->in, &n) || ei_x_encode_map_header(d->x, (long)n) < 0)
+        if (!tk_get_len(&d->in, &n) || ei_x_encode_map_header(d->x, (long)n) < 0)
             return -1;
         return seq(d, 2 * (uint64_t)n);
     case TK_T_EXT:
@@ -136,12 +133,12 @@ static int term(dec *d)
         return atom(d->x, "...");
     case TK_T_DICT: {
         const reader *r = d->r;
-        if (!tk_get_u32(&d->in, &n) || n >= r->ndict)
+        if (!tk_get_len(&d->in, &n) || n >= r->ndict)
             return -1;
         return raw(d->x, r->dict + r->dict_off[n], r->dict_off[n + 1] - r->dict_off[n]);
     }
     default:
-        /* TK_T_IMM and TK_T_IMM32 are a VM's words: never in a file */
+        /* TK_T_IMM is a VM's word: never in a file */
         return -1;
     }
 }

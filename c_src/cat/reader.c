@@ -305,7 +305,8 @@ static bool dict_chunk(reader *r, const unsigned char *p, size_t len)
 
 /* An events chunk, decoded whole: a record that does not decode makes
  * the chunk bad (as tracekit_file:reader_events/3 counts it). NULL, or
- * why it is bad. Its decoded bytes are at most 5 times the chunk's, plus
+ * why it is bad. Its decoded bytes are at most 9 times the chunk's (a FUN
+ * term of 2 bytes, {'...', fun, <<>>}, is 17 bytes of external format), plus
  * what its references stand for: within TK_TFILE_EXPAND_MAX, or refused
  * before anything of it is decoded (FORMAT.md). */
 static const char *events_chunk(reader *r, const unsigned char *p, size_t len)

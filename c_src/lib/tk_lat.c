@@ -7,7 +7,8 @@
 #include "tk_u64map.h"
 
 _Static_assert(sizeof(tk_lat_rec) == 32, "a record is four words");
-_Static_assert(TK_LAT_REC_BYTES == TK_RING_HEADER + sizeof(tk_lat_rec), "record size");
+_Static_assert(TK_LAT_REC_BYTES == ((TK_RING_HEADER + sizeof(tk_lat_rec) + 7) & ~(size_t)7),
+               "record size");
 
 /* ---- the producer side ---------------------------------------------------- */
 

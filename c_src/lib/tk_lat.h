@@ -86,7 +86,7 @@ typedef struct {
 #define TK_LAT_SOURCES 256u
 
 /* Bytes a record takes in a ring. */
-#define TK_LAT_REC_BYTES (TK_RING_HEADER + 32u)
+#define TK_LAT_REC_BYTES ((TK_RING_HEADER + 32u + 7u) & ~7u)
 
 /* Whether the ring keeps an event now (enabled_*, before the VM builds
  * the event). When it does not, the event is counted as dropped and the

@@ -85,7 +85,7 @@ static void scan_batch(tk_merge_src *s, size_t at, size_t n, uint64_t from,
 {
     for (size_t off = 0; off < n;) {
         uint64_t hdr = word_at(s->buf + at + off);
-        uint64_t stamp = word_at(s->buf + at + off + 8);
+        uint64_t stamp = tk_ring_rec_stamp(s->buf + at + off);
         if (from + off >= h1 && stamp < *bound)
             *bound = stamp;
         s->newest = stamp;
@@ -181,7 +181,7 @@ int tk_merge_next(tk_merge *m, const void **payload, size_t *len,
     uint64_t best_stamp = 0;
     for (unsigned k = 0; k < m->nactive; k++) {
         tk_merge_src *s = &m->src[m->active[k]];
-        uint64_t st = word_at(s->buf + s->rd + 8);
+        uint64_t st = tk_ring_rec_stamp(s->buf + s->rd);
         if (best < 0 || st < best_stamp) {
             best = (int)k;
             best_stamp = st;

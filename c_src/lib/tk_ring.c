@@ -99,8 +99,17 @@ static inline void copy_words(_Atomic uint64_t *w, const void *src, size_t len)
         atomic_store_explicit(&w[i], v, memory_order_relaxed);
     }
     if (len & 7) {
+        /* The last 1 to 7 bytes: the payload's last 8 bytes shifted down
+         * (little-endian) when there are 8, a fixed-size load rather than
+         * a copy of a variable length. */
         uint64_t v = 0;
-        memcpy(&v, p + 8 * n, len & 7);
+        size_t k = len & 7;
+        if (len >= 8) {
+            memcpy(&v, p + len - 8, 8);
+            v >>= 8 * (8 - k);
+        } else {
+            memcpy(&v, p, k);
+        }
         atomic_store_explicit(&w[n], v, memory_order_relaxed);
     }
 }
@@ -169,22 +178,37 @@ int tk_ring_push(tk_ring *r, uint64_t stamp, const void *payload, size_t len)
     r->last_stamp = stamp;
     uint64_t idx = (h >> 3) & r->mask;
     uint64_t room = (r->mask + 1 - idx) * 8; /* bytes before the storage ends */
+    /* The first two words: header and stamp's low half; stamp's high half
+     * and the payload's first 4 bytes. The rest of the payload from the
+     * third word on. */
+    uint32_t head4 = 0;
+    size_t in_head = len < 4 ? len : 4;
+    if (in_head == 4)
+        memcpy(&head4, payload, 4);
+    else
+        memcpy(&head4, payload, in_head);
+    uint64_t w0 = tk_ring_hdr(need, len) | stamp << 32;
+    uint64_t w1 = stamp >> 32 | (uint64_t)head4 << 32;
+    const unsigned char *rest = (const unsigned char *)payload + in_head;
+    size_t rest_len = len - in_head;
     if (room >= need) {
         /* The record does not wrap (the common case): one base pointer,
          * consecutive words. */
         _Atomic uint64_t *w = &r->words[idx];
-        atomic_store_explicit(&w[0], tk_ring_hdr(need, len), memory_order_relaxed);
-        atomic_store_explicit(&w[1], stamp, memory_order_relaxed);
-        copy_words(w + 2, payload, len);
+        atomic_store_explicit(&w[0], w0, memory_order_relaxed);
+        atomic_store_explicit(&w[1], w1, memory_order_relaxed);
+        copy_words(w + 2, rest, rest_len);
     } else {
-        /* It wraps, at a word boundary: the header words one by one, then
-         * the payload in (at most) two runs of words. */
-        store_word(r, h, tk_ring_hdr(need, len));
-        store_word(r, h + 8, stamp);
-        size_t first = room > TK_RING_HEADER ? (size_t)room - TK_RING_HEADER : 0;
-        copy_words(&r->words[((h + TK_RING_HEADER) >> 3) & r->mask], payload, first);
-        copy_words(&r->words[((h + TK_RING_HEADER + first) >> 3) & r->mask],
-                   (const unsigned char *)payload + first, len - first);
+        /* It wraps, at a word boundary: the first words one by one, then
+         * the rest in (at most) two runs of words. */
+        store_word(r, h, w0);
+        store_word(r, h + 8, w1);
+        size_t first = room > 16 ? (size_t)room - 16 : 0;
+        if (first > rest_len)
+            first = rest_len;
+        copy_words(&r->words[((h + 16) >> 3) & r->mask], rest, first);
+        copy_words(&r->words[((h + 16 + first) >> 3) & r->mask], rest + first,
+                   rest_len - first);
     }
     /* Release: the record's words are visible to a consumer that sees the
      * new head with an acquire load. */

@@ -6,10 +6,10 @@
  *                      newest: a flight recorder)
  *
  * Positions are byte offsets that only grow (64 bits: they never wrap in
- * practice); the storage index is position & mask. A record is a header
- * word (tk_ring_hdr: total and payload lengths), a stamp word (the
- * producer's clock, used by consumers to merge several rings), and the
- * payload padded to 8 bytes.
+ * practice); the storage index is position & mask. A record starts at a
+ * word: 4 bytes of header (tk_ring_hdr: its total length and its padding),
+ * 8 bytes of stamp (the producer's clock, used by consumers to merge
+ * several rings), then the payload, the whole padded to 8 bytes.
  *
  * Storage is an array of atomic 64-bit words accessed with relaxed loads and
  * stores. In drop mode producer and consumer never touch the same words at
@@ -29,12 +29,17 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tk_stat.h"
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "a record's header, stamp and payload share words in little-endian order"
+#endif
+
 typedef enum { TK_RING_DROP = 0, TK_RING_OVERWRITE = 1 } tk_ring_policy;
 
-#define TK_RING_HEADER 16u         /* header word + stamp word */
+#define TK_RING_HEADER 12u         /* header (4 bytes) + stamp (8 bytes) */
 #define TK_RING_MIN_SIZE 4096u     /* bytes */
 #define TK_RING_MAX_SIZE (1u << 30)
 
@@ -102,29 +107,42 @@ static inline size_t tk_ring_max_payload(const tk_ring *r)
 
 /* ---- the record format ------------------------------------------------- */
 
-/* Bytes a record with `payload` bytes takes in the ring: header and stamp
- * words, the payload padded to 8 bytes. */
+/* Bytes a record with `payload` bytes takes in the ring: header, stamp and
+ * payload, padded to 8 bytes. */
 static inline uint64_t tk_ring_record_size(size_t payload)
 {
     return (TK_RING_HEADER + (uint64_t)payload + 7) & ~(uint64_t)7;
 }
 
-/* Header word: low 32 bits the record's total length (bytes, a multiple
- * of 8, header and padding included), high 32 bits the payload length. */
-static inline uint64_t tk_ring_hdr(uint64_t total, size_t payload)
+/* Header: the record's total length (bytes, a multiple of 8, header and
+ * padding included) with its padding (0 to 7 bytes) in the low 3 bits, in
+ * the low 32 bits of the record's first word; the stamp's low half is the
+ * word's high 32 bits (hdr below is that whole word: the functions read
+ * its low half). */
+static inline uint32_t tk_ring_hdr(uint64_t total, size_t payload)
 {
-    return (uint64_t)payload << 32 | total;
+    return (uint32_t)(total | (total - TK_RING_HEADER - payload));
 }
-static inline size_t tk_ring_rec_total(uint64_t hdr) { return (size_t)(hdr & 0xffffffffu); }
-static inline size_t tk_ring_rec_payload(uint64_t hdr) { return (size_t)(hdr >> 32); }
+static inline size_t tk_ring_rec_total(uint64_t hdr) { return (size_t)(hdr & 0xfffffff8u); }
+static inline size_t tk_ring_rec_payload(uint64_t hdr)
+{
+    return tk_ring_rec_total(hdr) - TK_RING_HEADER - (size_t)(hdr & 7);
+}
+
+/* The stamp of a record copied out of a ring. */
+static inline uint64_t tk_ring_rec_stamp(const unsigned char *rec)
+{
+    uint64_t s;
+    memcpy(&s, rec + 4, 8);
+    return s;
+}
 
 /* Whether a header could have been written by tk_ring_push into a ring of
  * `size` bytes. */
 static inline int tk_ring_hdr_ok(uint64_t hdr, uint64_t size)
 {
     size_t total = tk_ring_rec_total(hdr);
-    return total >= TK_RING_HEADER && (total & 7) == 0 && total <= size / 4 &&
-           tk_ring_rec_payload(hdr) <= total - TK_RING_HEADER;
+    return total >= 16 && total <= size / 4 && (hdr & 7) <= total - TK_RING_HEADER;
 }
 
 /* The full check: whether a record of `need` bytes fits after head h when

@@ -26,12 +26,12 @@ static bool walk_terms(tk_rbuf *r, uint64_t n, unsigned depth, walk_ctx *c)
     return true;
 }
 
-/* u32 length, then that many bytes (at *data). */
-static bool skip_sized(tk_rbuf *r, size_t extra_header, const unsigned char **data,
+/* A length, then that many bytes (at *data); BINCUT: a total between. */
+static bool skip_sized(tk_rbuf *r, bool total, const unsigned char **data,
                        uint32_t *n)
 {
     uint64_t ignored;
-    if (!tk_get_u32(r, n) || (extra_header && !tk_get_word(r, &ignored)) ||
+    if (!tk_get_len(r, n) || (total && !tk_get_varint(r, &ignored)) ||
         (size_t)(r->end - r->p) < *n)
         return false;
     *data = r->p;
@@ -53,13 +53,11 @@ static bool walk(tk_rbuf *r, unsigned depth, walk_ctx *c)
         return true;
     case TK_T_IMM:
     case TK_T_INT:
+        return tk_get_varint(r, &w);
     case TK_T_FLOAT:
         return tk_get_word(r, &w);
-    case TK_T_IMM32:
-    case TK_T_INT32:
-        return tk_get_u32(r, &n);
     case TK_T_DICT:
-        if (!tk_get_u32(r, &n))
+        if (!tk_get_len(r, &n))
             return false;
         if (c != NULL) {
             if (n >= c->nentries)
@@ -69,20 +67,20 @@ static bool walk(tk_rbuf *r, unsigned depth, walk_ctx *c)
         return true;
     case TK_T_BIN:
     case TK_T_FUN:
-        return skip_sized(r, 0, &data, &n);
+        return skip_sized(r, false, &data, &n);
     case TK_T_EXT:
-        return skip_sized(r, 0, &data, &n) &&
+        return skip_sized(r, false, &data, &n) &&
                (c == NULL || tk_ext_check(data, n) != TK_EXT_BAD);
     case TK_T_BINCUT:
-        return skip_sized(r, 1, &data, &n);
+        return skip_sized(r, true, &data, &n);
     case TK_T_LIST:
-        return tk_term_may_nest(depth) && tk_get_u32(r, &n) &&
+        return tk_term_may_nest(depth) && tk_get_len(r, &n) &&
                walk_terms(r, n, depth + 1, c) && walk(r, depth + 1, c);
     case TK_T_TUPLE:
-        return tk_term_may_nest(depth) && tk_get_u32(r, &n) &&
+        return tk_term_may_nest(depth) && tk_get_len(r, &n) &&
                walk_terms(r, n, depth + 1, c);
     case TK_T_MAP:
-        return tk_term_may_nest(depth) && tk_get_u32(r, &n) &&
+        return tk_term_may_nest(depth) && tk_get_len(r, &n) &&
                walk_terms(r, 2 * (uint64_t)n, depth + 1, c);
     default:
         return false;
@@ -165,28 +163,25 @@ static bool xlate_terms(tk_rbuf *r, tk_wbuf *w, uint64_t n, unsigned depth,
     return true;
 }
 
-/* An immediate word: a small integer in 4 bytes when it fits (never longer
- * than the word was), else a dictionary entry. */
-static bool xlate_imm(tk_wbuf *w, uint64_t word, size_t was,
-                      const tk_xlate *x)
+/* An immediate word: a small integer, or a dictionary entry. */
+static bool xlate_imm(tk_wbuf *w, uint64_t word, const tk_xlate *x)
 {
     int is_int = 0;
     int64_t v = 0;
     uint32_t index = 0;
     if (x->imm(x->ctx, word, &is_int, &v, &index) != 0)
         return false;
-    if (!is_int) {
-        tk_put_u8(w, TK_T_DICT);
-        tk_put_u32(w, index);
-    } else if (v >= INT32_MIN && v <= INT32_MAX) {
-        tk_put_u8(w, TK_T_INT32);
-        tk_put_u32(w, (uint32_t)(int32_t)v);
-    } else if (was >= TK_T_WORD_SIZE) {
-        tk_put_u8(w, TK_T_INT);
-        tk_put_word(w, (uint64_t)v);
-    } else {
-        return false; /* a 4-byte word holds no larger small integer */
-    }
+    tk_put_u8(w, is_int ? TK_T_INT : TK_T_DICT);
+    tk_put_varint(w, is_int ? tk_zigzag(v) : index);
+    return true;
+}
+
+/* A length (or a count) copied. */
+static bool pass_len(tk_rbuf *r, tk_wbuf *w, uint32_t *n)
+{
+    if (!tk_get_len(r, n))
+        return false;
+    tk_put_varint(w, *n);
     return true;
 }
 
@@ -194,31 +189,32 @@ static bool xlate_term(tk_rbuf *r, tk_wbuf *w, unsigned depth,
                        const tk_xlate *x)
 {
     unsigned tag;
-    uint32_t n, w32;
-    uint64_t word;
+    uint32_t n;
+    uint64_t v;
+    int64_t s;
     if (!tk_get_u8(r, &tag))
         return false;
     switch (tag) {
     case TK_T_IMM:
-        return tk_get_word(r, &word) && xlate_imm(w, word, TK_T_WORD_SIZE, x);
-    case TK_T_IMM32:
-        return tk_get_u32(r, &w32) && xlate_imm(w, w32, TK_T_IMM32_SIZE, x);
+        return tk_get_svarint(r, &s) && xlate_imm(w, tk_imm_word(s), x);
     case TK_T_NIL:
     case TK_T_CUT:
         tk_put_u8(w, tag);
         return true;
     case TK_T_INT:
+    case TK_T_DICT:
+        if (!tk_get_varint(r, &v))
+            return false;
+        tk_put_u8(w, tag);
+        tk_put_varint(w, v);
+        return true;
     case TK_T_FLOAT:
         tk_put_u8(w, tag);
         return pass(r, w, 8);
-    case TK_T_INT32:
-    case TK_T_DICT:
-        tk_put_u8(w, tag);
-        return pass(r, w, 4);
     case TK_T_EXT:
         /* An external term a file may not hold (nested deeper than the
          * rule: a fun's environment) becomes the marker. */
-        if (!tk_get_u32(r, &n) || (size_t)(r->end - r->p) < n)
+        if (!tk_get_len(r, &n) || (size_t)(r->end - r->p) < n)
             return false;
         if (tk_ext_check(r->p, n) == TK_EXT_BAD) {
             tk_put_u8(w, TK_T_CUT);
@@ -226,23 +222,28 @@ static bool xlate_term(tk_rbuf *r, tk_wbuf *w, unsigned depth,
             return true;
         }
         tk_put_u8(w, tag);
-        tk_put_u32(w, n);
+        tk_put_varint(w, n);
         return pass(r, w, n);
     case TK_T_BIN:
     case TK_T_FUN:
     case TK_T_BINCUT:
         tk_put_u8(w, tag);
-        if (!tk_get_u32(r, &n))
+        if (!pass_len(r, w, &n))
             return false;
-        tk_put_u32(w, n);
-        return pass(r, w, (tag == TK_T_BINCUT ? 8 : 0) + (size_t)n);
+        if (tag == TK_T_BINCUT) {
+            if (!tk_get_varint(r, &v))
+                return false;
+            tk_put_varint(w, v);
+        }
+        return pass(r, w, n);
     case TK_T_LIST:
     case TK_T_TUPLE:
     case TK_T_MAP:
-        if (!tk_term_may_nest(depth) || !tk_get_u32(r, &n))
+        if (!tk_term_may_nest(depth))
             return false;
         tk_put_u8(w, tag);
-        tk_put_u32(w, n);
+        if (!pass_len(r, w, &n))
+            return false;
         if (tag == TK_T_MAP)
             return xlate_terms(r, w, 2 * (uint64_t)n, depth + 1, x);
         return xlate_terms(r, w, n, depth + 1, x) &&
@@ -256,7 +257,7 @@ size_t tk_event_to_file(const void *rec, size_t len, unsigned char *out,
                         const tk_xlate *x)
 {
     tk_rbuf r = {rec, (const unsigned char *)rec + len};
-    tk_wbuf w = {out, out + len};
+    tk_wbuf w = {out, out + TK_EVENT_FILE_ROOM(len)};
     tk_event ev;
     if (tk_event_parse(rec, len, &ev) != 0 || !pass(&r, &w, TK_EVENT_HEAD))
         return 0;
@@ -264,4 +265,103 @@ size_t tk_event_to_file(const void *rec, size_t len, unsigned char *out,
         if (ev.field[f].len > 0 && !xlate_term(&r, &w, 0, x))
             return 0;
     return (size_t)(w.p - out);
+}
+
+/* ---- version 1 of the file form ------------------------------------------ */
+
+/* Its tags beside today's: 4-byte integers (and VM words, never in a
+ * file). */
+enum { V1_IMM32 = 2, V1_INT32 = 13 };
+
+static bool v1_term(tk_rbuf *r, tk_wbuf *w, unsigned depth);
+
+static bool v1_terms(tk_rbuf *r, tk_wbuf *w, uint64_t n, unsigned depth)
+{
+    if (!tk_count_ok(r, n))
+        return false;
+    for (uint64_t i = 0; i < n; i++)
+        if (!v1_term(r, w, depth))
+            return false;
+    return true;
+}
+
+/* Each v1 term of k bytes becomes at most 2k - 1 (INT: 9 -> 11, BINCUT
+ * 13 -> 16, a u32 -> 5): TK_EVENT_V1_ROOM holds them. */
+static bool v1_term(tk_rbuf *r, tk_wbuf *w, unsigned depth)
+{
+    unsigned tag;
+    uint32_t n;
+    uint64_t v = 0;
+    if (!tk_get_u8(r, &tag))
+        return false;
+    switch (tag) {
+    case TK_T_NIL:
+    case TK_T_CUT:
+        tk_put_u8(w, tag);
+        return true;
+    case TK_T_INT:
+        if (!tk_get_word(r, &v))
+            return false;
+        tk_put_u8(w, TK_T_INT);
+        tk_put_varint(w, tk_zigzag((int64_t)v));
+        return true;
+    case V1_INT32:
+        if (!tk_get_u32(r, &n))
+            return false;
+        tk_put_u8(w, TK_T_INT);
+        tk_put_varint(w, tk_zigzag((int32_t)n));
+        return true;
+    case TK_T_DICT:
+        if (!tk_get_u32(r, &n))
+            return false;
+        tk_put_u8(w, TK_T_DICT);
+        tk_put_varint(w, n);
+        return true;
+    case TK_T_FLOAT:
+        tk_put_u8(w, tag);
+        return pass(r, w, 8);
+    case TK_T_BIN:
+    case TK_T_FUN:
+    case TK_T_EXT:
+    case TK_T_BINCUT:
+        if (!tk_get_u32(r, &n) || (tag == TK_T_BINCUT && !tk_get_word(r, &v)))
+            return false;
+        tk_put_u8(w, tag);
+        tk_put_varint(w, n);
+        if (tag == TK_T_BINCUT)
+            tk_put_varint(w, v);
+        return pass(r, w, n);
+    case TK_T_LIST:
+    case TK_T_TUPLE:
+    case TK_T_MAP:
+        if (!tk_term_may_nest(depth) || !tk_get_u32(r, &n))
+            return false;
+        tk_put_u8(w, tag);
+        tk_put_varint(w, n);
+        if (tag == TK_T_MAP)
+            return v1_terms(r, w, 2 * (uint64_t)n, depth + 1);
+        return v1_terms(r, w, n, depth + 1) &&
+               (tag == TK_T_TUPLE || v1_term(r, w, depth + 1));
+    default: /* V1_IMM32, TK_T_IMM: a VM's words, never in a file */
+        return false;
+    }
+}
+
+size_t tk_event_from_v1(const void *rec, size_t len, unsigned char *out)
+{
+    tk_rbuf r = {rec, (const unsigned char *)rec + len};
+    tk_wbuf w = {out, out + TK_EVENT_V1_ROOM(len)};
+    unsigned head, tag;
+    if (len < TK_EVENT_HEAD || !tk_get_u8(&r, &head) || !tk_get_u8(&r, &tag))
+        return 0;
+    tk_put_u8(&w, head);
+    tk_put_u8(&w, tag);
+    unsigned flags = head & 0xf, ts_kind = head >> 4;
+    for (int f = 0; f < TK_F_COUNT; f++)
+        if (tk_event_field_present((tk_event_field)f, flags, ts_kind) &&
+            !v1_term(&r, &w, 0))
+            return 0;
+    tk_event ev; /* the head's own checks, and the result's */
+    size_t n = (size_t)(w.p - out);
+    return r.p == r.end && tk_event_parse(out, n, &ev) == 0 ? n : 0;
 }

@@ -18,33 +18,38 @@
  * tk_event_field_present() is the one statement of that order: the
  * encoder writes and tk_event_parse() reads the fields by walking it.
  *
- * A term is one tag byte, then:
+ * A term is one tag byte, then (n, k: unsigned varints; v: a signed one):
  *   TK_T_NIL                     []
- *   TK_T_IMM     word            an immediate (atom, small integer, local
- *                                pid or port) as the VM's own term word:
- *                                valid in every environment of that VM
- *   TK_T_IMM32   u32             the same, for a word below 2^32 (most
- *                                atoms and small integers)
- *   TK_T_INT     int64
- *   TK_T_INT32   int32           an integer that fits in 32 bits
+ *   TK_T_IMM     v               an immediate (atom, small integer, local
+ *                                pid or port): the VM's own term word,
+ *                                whose two low bits are always 11, shifted
+ *                                right by 2 (arithmetically): valid in every
+ *                                environment of that VM
+ *   TK_T_INT     v               an integer of 64 bits
  *   TK_T_FLOAT   double
- *   TK_T_BIN     u32 n, n bytes
- *   TK_T_BINCUT  u32 n, u64 total, n bytes: a binary cut to its first n
- *                                bytes (decodes to {'...', Prefix, Total})
- *   TK_T_LIST    u32 n, n terms, the tail term
- *   TK_T_TUPLE   u32 n, n terms
- *   TK_T_MAP     u32 n, n key terms and value terms, alternating
- *   TK_T_EXT     u32 n, n bytes of external term format (references,
+ *   TK_T_BIN     n, n bytes
+ *   TK_T_BINCUT  n, total, n bytes: a binary cut to its first n bytes
+ *                                (decodes to {'...', Prefix, Total})
+ *   TK_T_LIST    n, n terms, the tail term
+ *   TK_T_TUPLE   n, n terms
+ *   TK_T_MAP     n, n key terms and value terms, alternating
+ *   TK_T_EXT     n, n bytes of external term format (references,
  *                                funs, bignums, remote pids and ports)
- *   TK_T_FUN     u32 n, n bytes: a fun kept by name only, its
+ *   TK_T_FUN     n, n bytes: a fun kept by name only, its
  *                                environment left out (decodes to
  *                                {'...', fun, Name})
  *   TK_T_CUT                     the marker '...': what did not fit
- *   TK_T_DICT    u32             entry n of the trace file's dictionary
+ *   TK_T_DICT    k               entry k of the trace file's dictionary
  *                                (only in files, see FORMAT.md: a file
  *                                holds no VM words)
- * Numbers are in native byte order and unaligned. (Trace files are
- * little-endian: tracekit writes them only on little-endian machines.)
+ * A varint is LEB128: 7 bits a byte, low bits first, the high bit set on
+ * every byte but the last; at most 10 bytes (64 bits), and a length or a
+ * count at most 2^32 - 1. A signed one is zigzag-mapped first (0, -1, 1,
+ * -2 ... as 0, 1, 2, 3 ...), so that small magnitudes of either sign take
+ * one byte. A double is 8 bytes in native byte order, unaligned. (Trace
+ * files are little-endian: tracekit writes them only on little-endian
+ * machines.) Tags 2 and 13 were 4-byte immediates and integers in version
+ * 1 of the trace file format (tk_event_from_v1 reads them).
  *
  * Nesting. A list, tuple or map may only be opened at a depth where
  * tk_term_may_nest() holds (the terms of an event record are at depth 0,
@@ -64,8 +69,7 @@
 enum {
     TK_T_NIL = 0,
     TK_T_IMM,
-    TK_T_IMM32,
-    TK_T_INT,
+    TK_T_INT = 3,
     TK_T_FLOAT,
     TK_T_BIN,
     TK_T_BINCUT,
@@ -75,8 +79,7 @@ enum {
     TK_T_EXT,
     TK_T_FUN,
     TK_T_CUT,
-    TK_T_INT32,
-    TK_T_DICT,
+    TK_T_DICT = 14,
     TK_T_LAST = TK_T_DICT
 };
 
@@ -177,6 +180,60 @@ static inline bool tk_get_word(tk_rbuf *r, uint64_t *v)
     return tk_get_bytes(r, v, 8);
 }
 
+/* An unsigned LEB128 varint of at most 64 bits. */
+static inline bool tk_get_varint(tk_rbuf *r, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (r->p == r->end)
+            return false;
+        unsigned b = *r->p++;
+        if (shift == 63 && b > 1)
+            return false; /* past 64 bits */
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A length or a count: a varint below 2^32. */
+static inline bool tk_get_len(tk_rbuf *r, uint32_t *n)
+{
+    uint64_t v;
+    if (!tk_get_varint(r, &v) || v > UINT32_MAX)
+        return false;
+    *n = (uint32_t)v;
+    return true;
+}
+
+static inline uint64_t tk_zigzag(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static inline int64_t tk_unzigzag(uint64_t u)
+{
+    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+static inline bool tk_get_svarint(tk_rbuf *r, int64_t *v)
+{
+    uint64_t u;
+    if (!tk_get_varint(r, &u))
+        return false;
+    *v = tk_unzigzag(u);
+    return true;
+}
+
+/* An immediate's word from its TK_T_IMM value. */
+static inline uint64_t tk_imm_word(int64_t v)
+{
+    return (uint64_t)v << 2 | 3u;
+}
+
 /* Whether n more elements (each at least one byte) can follow. */
 static inline bool tk_count_ok(const tk_rbuf *r, uint64_t n)
 {
@@ -198,13 +255,22 @@ typedef struct {
     void *ctx;
 } tk_xlate;
 
-/* Copies an event record into `out` (at least `len` bytes: the file form
- * is never longer) with every immediate word replaced by what x says, and
- * every external term a file may not hold (tk_ext.h: nested too deep)
- * replaced by the marker. Returns the bytes written, or 0 if the record
- * is malformed or x fails. */
+/* Copies an event record into `out` (TK_EVENT_FILE_ROOM(len) bytes: a
+ * dictionary reference may take more bytes than the word it replaces, at
+ * most three times as many) with every immediate word replaced by what x
+ * says, and every external term a file may not hold (tk_ext.h: nested too
+ * deep) replaced by the marker. Returns the bytes written, or 0 if the
+ * record is malformed or x fails. */
+#define TK_EVENT_FILE_ROOM(len) (3 * (size_t)(len))
 size_t tk_event_to_file(const void *rec, size_t len, unsigned char *out,
                         const tk_xlate *x);
+
+/* A record of version 1 of the trace file format (fixed 4- and 8-byte
+ * numbers, tags 2 and 13) in today's form, into `out`
+ * (TK_EVENT_V1_ROOM(len) bytes). Returns the bytes written, or 0 if it is
+ * not a well-formed version 1 record. */
+#define TK_EVENT_V1_ROOM(len) (2 * (size_t)(len))
+size_t tk_event_from_v1(const void *rec, size_t len, unsigned char *out);
 
 /* A record in a file's form as every reader checks it (FORMAT.md): well
  * formed (tk_event_parse), each dictionary reference to an entry there is
@@ -244,16 +310,54 @@ static inline void tk_put_word(tk_wbuf *w, uint64_t v)
     w->p += 8;
 }
 
+/* Bytes of v as a varint: 1 to 10. */
+static inline size_t tk_varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline void tk_put_varint(tk_wbuf *w, uint64_t v)
+{
+    while (v >= 0x80) {
+        *w->p++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *w->p++ = (unsigned char)v;
+}
+
+/* A varint in exactly `width` bytes (1 to 10, at least tk_varint_len(v)):
+ * continuation bytes pad it, so that a count can be written after what it
+ * counts into a place kept for it. */
+static inline void tk_put_varint_at(unsigned char *p, uint64_t v, size_t width)
+{
+    for (size_t i = 0; i + 1 < width; i++) {
+        p[i] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    p[width - 1] = (unsigned char)v;
+}
+
+/* An immediate's TK_T_IMM value (its low two bits, always 11, left out). */
+static inline int64_t tk_imm_value(uint64_t word)
+{
+    return (int64_t)word >> 2;
+}
+
 static inline void tk_put_bytes(tk_wbuf *w, const void *src, size_t n)
 {
     memcpy(w->p, src, n);
     w->p += n;
 }
 
-/* Sizes of the fixed parts. */
-#define TK_T_WORD_SIZE 9u   /* tag + word: IMM, INT, FLOAT */
-#define TK_T_IMM32_SIZE 5u  /* tag + u32: IMM32, INT32, DICT */
-#define TK_T_HEAD_SIZE 5u   /* tag + u32: BIN, LIST, TUPLE, MAP, EXT, FUN */
-#define TK_T_BINCUT_HEAD 13u
+/* Largest sizes of the parts. */
+#define TK_T_WORD_SIZE 11u  /* tag + varint of 64 bits: IMM, INT (FLOAT: 9) */
+#define TK_T_FLOAT_SIZE 9u
+#define TK_T_HEAD_SIZE 6u   /* tag + varint of 32 bits: BIN, LIST, TUPLE, MAP, EXT, FUN */
+#define TK_T_BINCUT_HEAD 16u /* tag + varint of 32 bits + varint of 64 bits */
 
 #endif

@@ -1,5 +1,7 @@
 #include "tk_tfile.h"
 
+#include "tk_term.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -89,13 +91,20 @@ static int write_all(tk_tfile *f, struct iovec *iov, int n)
  * magic's beginning, nothing included: a writer killed as it made the
  * file, or a first write taken back); -1 not a trace file. The one rule
  * of the writer (tk_tfile_is_ours) and the readers (tk_tread_open). */
-static int magic_of(int fd, uint64_t size)
+static int magic_of(int fd, uint64_t size, unsigned *version)
 {
     char magic[TK_TFILE_MAGIC_LEN];
     size_t n = size < sizeof magic ? (size_t)size : sizeof magic;
-    if (pread(fd, magic, n, 0) != (ssize_t)n || memcmp(magic, TK_TFILE_MAGIC, n) != 0)
+    if (pread(fd, magic, n, 0) != (ssize_t)n)
         return -1;
-    return n < sizeof magic ? 1 : 0;
+    *version = TK_TFILE_VERSION;
+    if (memcmp(magic, TK_TFILE_MAGIC, n) == 0)
+        return n < sizeof magic ? 1 : 0;
+    if (n == sizeof magic && memcmp(magic, "TKTRACE1", n) == 0) {
+        *version = 1;
+        return 0;
+    }
+    return -1;
 }
 
 bool tk_tfile_is_ours(int dir, const char *name)
@@ -105,7 +114,7 @@ bool tk_tfile_is_ours(int dir, const char *name)
         return false;
     struct stat st;
     bool yes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
-               magic_of(fd, (uint64_t)st.st_size) >= 0;
+               magic_of(fd, (uint64_t)st.st_size, &(unsigned){0}) >= 0;
     close(fd);
     return yes;
 }
@@ -413,7 +422,7 @@ int tk_tread_open(tk_tread *r, const char *path)
         return -2;
     }
     r->size = (uint64_t)st.st_size;
-    int magic = magic_of(r->fd, r->size);
+    int magic = magic_of(r->fd, r->size, &r->version);
     if (magic != 0) {
         tk_tread_close(r);
         return magic < 0 ? -2 : -3;
@@ -465,6 +474,42 @@ static int chunk_at(tk_tread *r, uint64_t off, unsigned *type, size_t *len)
     return 1;
 }
 
+/* A version 1 events chunk in today's form, into r->conv: 0, or -1 (out
+ * of memory, or not an events chunk: it is then given as it is, and its
+ * reader refuses it). */
+static int from_v1(tk_tread *r, const unsigned char *p, size_t len, size_t *out_len)
+{
+    tk_events_iter it;
+    uint64_t stamp;
+    const unsigned char *rec;
+    size_t n;
+    int rc;
+    size_t need = TK_EVENTS_HEAD + TK_EVENT_V1_ROOM(len);
+    if (tk_events_begin(&it, p, len) != 0)
+        return -1;
+    if (need > r->conv_cap) {
+        unsigned char *b = tk_mem_alloc(need);
+        if (b == NULL)
+            return -1;
+        tk_mem_free(r->conv);
+        r->conv = b;
+        r->conv_cap = need;
+    }
+    unsigned char *q = r->conv;
+    memcpy(q, p, TK_EVENTS_HEAD);
+    q += TK_EVENTS_HEAD;
+    while ((rc = tk_events_next(&it, &stamp, &rec, &n)) == 1) {
+        uint32_t m = (uint32_t)tk_event_from_v1(rec, n, q + TK_EVENTS_REC_HEAD);
+        memcpy(q, &m, 4);
+        memcpy(q + 4, &stamp, 8);
+        q += TK_EVENTS_REC_HEAD + m;
+    }
+    if (rc != 0)
+        return -1;
+    *out_len = (size_t)(q - r->conv);
+    return 0;
+}
+
 int tk_tread_next(tk_tread *r, unsigned *type, const unsigned char **payload,
                   size_t *len)
 {
@@ -474,6 +519,11 @@ int tk_tread_next(tk_tread *r, unsigned *type, const unsigned char **payload,
         return TK_TREAD_CORRUPT;
     *payload = r->buf;
     r->off += TK_CHUNK_HEAD + *len;
+    size_t n;
+    if (r->version == 1 && *type == TK_CHUNK_EVENTS && from_v1(r, r->buf, *len, &n) == 0) {
+        *payload = r->conv;
+        *len = n;
+    }
     return TK_TREAD_CHUNK;
 }
 
@@ -506,6 +556,9 @@ void tk_tread_close(tk_tread *r)
     tk_mem_free(r->buf);
     r->buf = NULL;
     r->cap = 0;
+    tk_mem_free(r->conv);
+    r->conv = NULL;
+    r->conv_cap = 0;
 }
 
 /* ---- chunk payloads ------------------------------------------------------------ */

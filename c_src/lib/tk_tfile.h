@@ -18,8 +18,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TK_TFILE_MAGIC "TKTRACE1"
+/* The magic of the files written: "TKTRACE" and the format's version. The
+ * readers read version 1 too (its records are rewritten in today's form
+ * as their chunks are read: tk_event_from_v1). */
+#define TK_TFILE_MAGIC "TKTRACE2"
 #define TK_TFILE_MAGIC_LEN 8
+#define TK_TFILE_VERSION 2
 #define TK_TFILE_SYNC 0x4B434B54u /* "TKCK" */
 #define TK_CHUNK_HEAD 16u         /* sync, type, flags, reserved, length, crc */
 #define TK_CHUNK_MAX (1u << 30)   /* the largest payload a reader accepts */
@@ -133,6 +137,9 @@ typedef struct {
     uint64_t size;   /* the file's size when opened */
     unsigned char *buf;
     size_t cap;
+    unsigned version; /* the file's format: 1 or TK_TFILE_VERSION */
+    unsigned char *conv; /* version 1: an events chunk in today's form */
+    size_t conv_cap;
 } tk_tread;
 
 enum {
@@ -148,7 +155,9 @@ enum {
 int tk_tread_open(tk_tread *r, const char *path);
 
 /* The next chunk: TK_TREAD_CHUNK with *type, *payload and *len (the
- * payload stays valid until the next call), TK_TREAD_EOF, or
+ * payload stays valid until the next call; the records of a version 1
+ * file's events chunk in today's form, each that is not a well-formed one
+ * of version 1 left empty, which no reader accepts), TK_TREAD_EOF, or
  * TK_TREAD_CORRUPT (r->off is where the bad chunk starts; nothing has been
  * consumed). */
 int tk_tread_next(tk_tread *r, unsigned *type, const unsigned char **payload,

@@ -24,7 +24,7 @@ static inline int ring_pop(tk_ring *r, uint64_t limit, void *buf, size_t cap,
     if (tk_ring_take(r, limit, &b) == 0)
         return 0;
     memcpy(&hdr, p, 8);
-    memcpy(&rec->stamp, p + 8, 8);
+    rec->stamp = tk_ring_rec_stamp(p);
     rec->pos = b.from;
     rec->len = tk_ring_rec_payload(hdr);
     memmove(p, p + TK_RING_HEADER, rec->len);

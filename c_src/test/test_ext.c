@@ -229,15 +229,14 @@ TK_TEST(ext_file_records)
     rec[n++] = 0;
     rec[n++] = 0;
     rec[n++] = TK_T_DICT;
-    uint32_t one = 1, zero = 0, three = 3;
-    memcpy(rec + n, &one, 4), n += 4;
+    rec[n++] = 1; /* varints of one byte */
     rec[n++] = TK_T_LIST;
-    memcpy(rec + n, &three, 4), n += 4;
+    rec[n++] = 3;
     rec[n++] = TK_T_DICT;
-    memcpy(rec + n, &zero, 4), n += 4;
+    rec[n++] = 0;
     for (int i = 0; i < 2; i++) {
         rec[n++] = TK_T_DICT;
-        memcpy(rec + n, &one, 4), n += 4;
+        rec[n++] = 1;
     }
     rec[n++] = TK_T_NIL;
     uint32_t lens[2] = {5, 1000};
@@ -256,12 +255,13 @@ TK_TEST(ext_file_records)
     r2[m++] = 0;
     r2[m++] = TK_T_NIL;
     r2[m++] = TK_T_EXT;
-    uint32_t dl = (uint32_t)deep.len;
-    memcpy(r2 + m, &dl, 4), m += 4;
+    tk_wbuf lw = {r2 + m, r2 + m + 5};
+    tk_put_varint(&lw, deep.len);
+    m = (size_t)(lw.p - r2);
     memcpy(r2 + m, deep.p, deep.len), m += deep.len;
     TK_CHECK(!tk_event_file_check(r2, m, lens, 2, &refs));
     /* The writer puts the marker in its place. */
-    unsigned char out[1024];
+    static unsigned char out[4096];
     tk_xlate none = {NULL, NULL};
     size_t w = tk_event_to_file(r2, m, out, &none);
     TK_REQUIRE(w == 4);

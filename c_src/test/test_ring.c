@@ -105,10 +105,10 @@ TK_TEST(ring_full_drops_and_counts)
     unsigned char in[64] = {0}, out[1024];
     ring_rec rec;
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
-    /* 48-byte payload + 16 header = 64 bytes: 64 records fill 4096. */
+    /* A payload of 64 - TK_RING_HEADER bytes: records of 64 bytes, 64 fill 4096. */
     int accepted = 0;
     for (int i = 0; i < 100; i++)
-        accepted += tk_ring_push(&r, (uint64_t)i, in, 48) == 0;
+        accepted += tk_ring_push(&r, (uint64_t)i, in, 64 - TK_RING_HEADER) == 0;
     TK_CHECK_EQ(accepted, 64);
     TK_CHECK_EQ(atomic_load(&r.dropped), 36);
     TK_CHECK_EQ(atomic_load(&r.written), 64);
@@ -118,8 +118,8 @@ TK_TEST(ring_full_drops_and_counts)
     /* The oldest are kept: record 0 comes out first. */
     TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
     TK_CHECK_EQ(rec.stamp, 0);
-    TK_CHECK(tk_ring_fits(&r, 48));
-    TK_CHECK(!tk_ring_fits(&r, 49));
+    TK_CHECK(tk_ring_fits(&r, 64 - TK_RING_HEADER));
+    TK_CHECK(!tk_ring_fits(&r, 64 - TK_RING_HEADER + 1));
     /* Too large for any ring of this size: refused and counted. */
     TK_CHECK_EQ(tk_ring_push(&r, 0, in, tk_ring_max_payload(&r) + 1), -1);
     TK_CHECK_EQ(atomic_load(&r.dropped), 38);
@@ -239,12 +239,12 @@ TK_TEST(ring_exact_fit_with_stale_cached_tail)
     ring_rec rec;
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
     for (int i = 0; i < 64; i++) /* 64 records of 64 bytes: exactly full */
-        TK_REQUIRE(tk_ring_push(&r, (uint64_t)i, in, 48) == 0);
+        TK_REQUIRE(tk_ring_push(&r, (uint64_t)i, in, 64 - TK_RING_HEADER) == 0);
     TK_CHECK_EQ(r.tail_seen, 0); /* never needed the tail yet */
     TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
     /* 64 bytes free: a 64-byte record fits exactly, a larger one does not. */
-    TK_CHECK(!tk_ring_fits(&r, 49));
-    TK_CHECK_EQ(tk_ring_push(&r, 64, in, 48), 0);
+    TK_CHECK(!tk_ring_fits(&r, 64 - TK_RING_HEADER + 1));
+    TK_CHECK_EQ(tk_ring_push(&r, 64, in, 64 - TK_RING_HEADER), 0);
     TK_CHECK_EQ(atomic_load(&r.dropped), 0);
     TK_CHECK_EQ(tk_ring_used(&r), 4096);
     tk_ring_destroy(&r);
@@ -299,4 +299,28 @@ TK_TEST(ring_big_storage_aligned_and_touched)
         TK_CHECK(got > 0);
         tk_ring_destroy(&r);
     }
+}
+
+/* Every payload length from 0 to 300 bytes, across the end of the storage
+ * at every offset: the header, the stamp and the payload (whose first
+ * bytes share a word with the stamp) come back as pushed. */
+TK_TEST(ring_every_length_round_trips)
+{
+    tk_ring r;
+    unsigned char in[300], out[4096];
+    ring_rec rec;
+    TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
+    uint64_t stamp = 0x0123456789abcdefull;
+    for (int round = 0; round < 40; round++)
+        for (size_t len = 0; len <= 300; len += 1 + (size_t)round % 3) {
+            for (size_t i = 0; i < len; i++)
+                in[i] = (unsigned char)(len * 7 + i);
+            TK_REQUIRE(tk_ring_push(&r, stamp, in, len) == 0);
+            TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
+            TK_CHECK_EQ(rec.stamp, stamp);
+            TK_CHECK_EQ(rec.len, len);
+            TK_CHECK(memcmp(out, in, len) == 0);
+            stamp += 0x100000001ull;
+        }
+    tk_ring_destroy(&r);
 }

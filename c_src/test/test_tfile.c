@@ -318,7 +318,14 @@ TK_TEST(tfile_cut_before_magic)
     tk_tfile_close(&f);
     TK_REQUIRE(tk_tread_open(&r, path) == 0);
     tk_tread_close(&r);
-    static const char *const others[] = {"TKTX", "x", "TKTRACE2"};
+    /* Version 1 is a trace file too (its readers read it). */
+    FILE *fp1 = fopen(path, "wb");
+    TK_REQUIRE(fp1 != NULL && fputs("TKTRACE1", fp1) >= 0 && fclose(fp1) == 0);
+    TK_CHECK(tk_tfile_is_ours(AT_FDCWD, path));
+    TK_REQUIRE(tk_tread_open(&r, path) == 0);
+    TK_CHECK_EQ(r.version, 1);
+    tk_tread_close(&r);
+    static const char *const others[] = {"TKTX", "x", "TKTRACE3", "TKTRACE0"};
     for (size_t k = 0; k < sizeof others / sizeof others[0]; k++) {
         FILE *fp = fopen(path, "wb");
         TK_REQUIRE(fp != NULL && fputs(others[k], fp) >= 0 && fclose(fp) == 0);

@@ -20,7 +20,7 @@ typedef struct {
     const ERL_NIF_TERM *dict;
     size_t ndict;
     /* A record of a trace file: it comes from outside this VM, so it may
-     * hold no VM words (TK_T_IMM, TK_T_IMM32), which would be taken for
+     * hold no VM words (TK_T_IMM), which would be taken for
      * terms as they are. */
     bool file;
 } dec;
@@ -52,7 +52,7 @@ static int dec_list(dec *d, ERL_NIF_TERM *out)
 {
     uint32_t n;
     ERL_NIF_TERM small[16], *arr, tail;
-    if (!tk_get_u32(&d->r, &n) || !dec_array(d, n, small, 16, &arr))
+    if (!tk_get_len(&d->r, &n) || !dec_array(d, n, small, 16, &arr))
         return 0;
     int ok = dec_value(d, &tail);
     if (ok) {
@@ -69,7 +69,7 @@ static int dec_tuple(dec *d, ERL_NIF_TERM *out)
 {
     uint32_t n;
     ERL_NIF_TERM small[16], *arr;
-    if (!tk_get_u32(&d->r, &n) || !dec_array(d, n, small, 16, &arr))
+    if (!tk_get_len(&d->r, &n) || !dec_array(d, n, small, 16, &arr))
         return 0;
     *out = enif_make_tuple_from_array(d->env, arr, n);
     if (arr != small)
@@ -81,7 +81,7 @@ static int dec_map(dec *d, ERL_NIF_TERM *out)
 {
     uint32_t n;
     ERL_NIF_TERM small[16], *arr;
-    if (!tk_get_u32(&d->r, &n) || !dec_array(d, 2 * (uint64_t)n, small, 16, &arr))
+    if (!tk_get_len(&d->r, &n) || !dec_array(d, 2 * (uint64_t)n, small, 16, &arr))
         return 0;
     /* Keys and values alternate. */
     ERL_NIF_TERM map = enif_make_new_map(d->env);
@@ -99,7 +99,7 @@ static int dec_binary(dec *d, bool cut, ERL_NIF_TERM *out)
 {
     uint32_t n;
     uint64_t total = 0;
-    if (!tk_get_u32(&d->r, &n) || (cut && !tk_get_word(&d->r, &total)) ||
+    if (!tk_get_len(&d->r, &n) || (cut && !tk_get_varint(&d->r, &total)) ||
         (size_t)(d->r.end - d->r.p) < n)
         return 0;
     unsigned char *data = enif_make_new_binary(d->env, n, out);
@@ -116,7 +116,7 @@ static int dec_binary(dec *d, bool cut, ERL_NIF_TERM *out)
 static int dec_ext(dec *d, ERL_NIF_TERM *out)
 {
     uint32_t n;
-    if (!tk_get_u32(&d->r, &n) || (size_t)(d->r.end - d->r.p) < n)
+    if (!tk_get_len(&d->r, &n) || (size_t)(d->r.end - d->r.p) < n)
         return 0;
     size_t used = enif_binary_to_term(d->env, d->r.p, n, out, 0);
     d->r.p += n;
@@ -137,6 +137,7 @@ static int dec_value(dec *d, ERL_NIF_TERM *out)
 {
     unsigned tag;
     uint64_t w;
+    int64_t v;
     if (!tk_get_u8(&d->r, &tag))
         return 0;
     switch (tag) {
@@ -145,35 +146,21 @@ static int dec_value(dec *d, ERL_NIF_TERM *out)
         return 1;
     case TK_T_IMM:
         /* Immediates are valid in every environment: the word is the term. */
-        if (d->file || !tk_get_word(&d->r, &w))
+        if (d->file || !tk_get_svarint(&d->r, &v))
             return 0;
-        *out = (ERL_NIF_TERM)w;
+        *out = (ERL_NIF_TERM)tk_imm_word(v);
         return 1;
-    case TK_T_IMM32: {
-        uint32_t w32;
-        if (d->file || !tk_get_u32(&d->r, &w32))
-            return 0;
-        *out = (ERL_NIF_TERM)w32;
-        return 1;
-    }
-    case TK_T_INT32: {
-        uint32_t w32;
-        if (!tk_get_u32(&d->r, &w32))
-            return 0;
-        *out = enif_make_int(d->env, (int32_t)w32);
-        return 1;
-    }
     case TK_T_DICT: {
         uint32_t i;
-        if (!tk_get_u32(&d->r, &i) || d->dict == NULL || i >= d->ndict)
+        if (!tk_get_len(&d->r, &i) || d->dict == NULL || i >= d->ndict)
             return 0;
         *out = enif_make_copy(d->env, d->dict[i]);
         return 1;
     }
     case TK_T_INT:
-        if (!tk_get_word(&d->r, &w))
+        if (!tk_get_svarint(&d->r, &v))
             return 0;
-        *out = enif_make_int64(d->env, (ErlNifSInt64)w);
+        *out = enif_make_int64(d->env, (ErlNifSInt64)v);
         return 1;
     case TK_T_FLOAT: {
         double f;

@@ -62,44 +62,42 @@ static void cut_depth(enc *e)
     tk_put_u8(&e->w, TK_T_CUT);
 }
 
-/* A tag and a word: immediates, integers, floats. */
-static void enc_word(enc *e, unsigned tag, uint64_t w,
-                     const unsigned char *limit)
+/* A tag and a varint: immediates (signed), integers (zigzag). */
+static void enc_varint(enc *e, unsigned tag, uint64_t v,
+                       const unsigned char *limit)
 {
-    if (room(e, limit) < TK_T_WORD_SIZE) {
+    if (room(e, limit) < 1 + tk_varint_len(v)) {
         cut(e, limit);
         return;
     }
     tk_put_u8(&e->w, tag);
-    tk_put_word(&e->w, w);
+    tk_put_varint(&e->w, v);
 }
 
-/* An immediate's word: in 4 bytes when it fits. */
+static void enc_ext(enc *e, ERL_NIF_TERM t, const unsigned char *limit);
+
+/* An immediate: its word without the low bits that every immediate has
+ * (a word without them, where the representation is not the one checked
+ * at load, goes as an external term). */
 static void enc_imm(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
 {
-    uint64_t w = (uint64_t)t;
-    if (w > UINT32_MAX) {
-        enc_word(e, TK_T_IMM, w, limit);
+    if (((uint64_t)t & 3) != 3) {
+        enc_ext(e, t, limit);
         return;
     }
-    if (room(e, limit) < TK_T_IMM32_SIZE) {
-        cut(e, limit);
-        return;
-    }
-    tk_put_u8(&e->w, TK_T_IMM32);
-    tk_put_u32(&e->w, (uint32_t)w);
+    enc_varint(e, TK_T_IMM, tk_zigzag(tk_imm_value((uint64_t)t)), limit);
 }
 
-/* A tag, a u32 length and bytes: binaries, external terms, fun names. */
+/* A tag, a length and bytes: binaries, external terms, fun names. */
 static void enc_sized(enc *e, unsigned tag, const void *data, size_t n,
                       const unsigned char *limit)
 {
-    if (n > UINT32_MAX || room(e, limit) < TK_T_HEAD_SIZE + n) {
+    if (n > UINT32_MAX || room(e, limit) < 1 + tk_varint_len(n) + n) {
         cut(e, limit);
         return;
     }
     tk_put_u8(&e->w, tag);
-    tk_put_u32(&e->w, (uint32_t)n);
+    tk_put_varint(&e->w, n);
     tk_put_bytes(&e->w, data, n);
 }
 
@@ -119,14 +117,7 @@ static void enc_integer(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
 {
     ErlNifSInt64 i;
     if (enif_get_int64(e->env, t, &i)) {
-        if (i < INT32_MIN || i > INT32_MAX) {
-            enc_word(e, TK_T_INT, (uint64_t)i, limit);
-        } else if (room(e, limit) < TK_T_IMM32_SIZE) {
-            cut(e, limit);
-        } else {
-            tk_put_u8(&e->w, TK_T_INT32);
-            tk_put_u32(&e->w, (uint32_t)(int32_t)i);
-        }
+        enc_varint(e, TK_T_INT, tk_zigzag(i), limit);
         return;
     }
     /* A bignum. Under a budget, one too large for it is cut before it is
@@ -149,7 +140,12 @@ static void enc_float(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
         return;
     }
     memcpy(&w, &d, 8);
-    enc_word(e, TK_T_FLOAT, w, limit);
+    if (room(e, limit) < TK_T_FLOAT_SIZE) {
+        cut(e, limit);
+        return;
+    }
+    tk_put_u8(&e->w, TK_T_FLOAT);
+    tk_put_word(&e->w, w);
 }
 
 /* A binary whole, or its first bytes when it does not fit. */
@@ -160,7 +156,8 @@ static void enc_bitstring(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
         enc_ext(e, t, limit); /* not a whole number of bytes */
         return;
     }
-    if (bin.size <= UINT32_MAX && room(e, limit) >= TK_T_HEAD_SIZE + bin.size) {
+    if (bin.size <= UINT32_MAX &&
+        room(e, limit) >= 1 + tk_varint_len(bin.size) + bin.size) {
         enc_sized(e, TK_T_BIN, bin.data, bin.size, limit);
         return;
     }
@@ -169,10 +166,15 @@ static void enc_bitstring(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
         return;
     }
     note_cut(e);
-    size_t keep = room(e, limit) - TK_T_BINCUT_HEAD;
+    /* The head with the prefix's length at its longest (a varint of 32
+     * bits): the prefix then fits whatever its length. */
+    size_t head = 1 + 5 + tk_varint_len(bin.size);
+    size_t keep = room(e, limit) - head;
+    if (keep > UINT32_MAX)
+        keep = UINT32_MAX;
     tk_put_u8(&e->w, TK_T_BINCUT);
-    tk_put_u32(&e->w, (uint32_t)keep);
-    tk_put_word(&e->w, (uint64_t)bin.size);
+    tk_put_varint(&e->w, keep);
+    tk_put_varint(&e->w, (uint64_t)bin.size);
     tk_put_bytes(&e->w, bin.data, keep);
 }
 
@@ -201,8 +203,9 @@ static void enc_list(enc *e, ERL_NIF_TERM t, const unsigned char *limit,
         return;
     }
     tk_put_u8(&e->w, TK_T_LIST);
+    /* The count, known at the end, in the place kept for its longest. */
     unsigned char *count_at = e->w.p;
-    tk_put_u32(&e->w, 0);
+    e->w.p += 5;
     uint32_t n = 0;
     bool ended = false;
     ERL_NIF_TERM head, tail = t;
@@ -220,7 +223,12 @@ static void enc_list(enc *e, ERL_NIF_TERM t, const unsigned char *limit,
         }
         n++;
     }
-    memcpy(count_at, &n, 4);
+    size_t width = tk_varint_len(n);
+    if (width < 5) { /* the elements move up to the count's end */
+        memmove(count_at + width, count_at + 5, (size_t)(e->w.p - (count_at + 5)));
+        e->w.p -= 5 - width;
+    }
+    tk_put_varint_at(count_at, n, width);
     if (ended)
         cut(e, limit);
     else if (enif_is_empty_list(e->env, tail))
@@ -239,12 +247,12 @@ static void enc_tuple(enc *e, ERL_NIF_TERM t, const unsigned char *limit,
         return;
     }
     if (!enif_get_tuple(e->env, t, &n, &es) ||
-        room(e, limit) < TK_T_HEAD_SIZE + (size_t)n) {
+        room(e, limit) < 1 + tk_varint_len((uint64_t)n) + (size_t)n) {
         cut(e, limit);
         return;
     }
     tk_put_u8(&e->w, TK_T_TUPLE);
-    tk_put_u32(&e->w, (uint32_t)n);
+    tk_put_varint(&e->w, (uint64_t)n);
     /* Keep one byte for each element still to come. */
     for (int i = 0; i < n; i++)
         enc_value(e, es[i], limit - (n - 1 - i), depth + 1);
@@ -260,13 +268,13 @@ static void enc_map(enc *e, ERL_NIF_TERM t, const unsigned char *limit,
         return;
     }
     if (!enif_get_map_size(e->env, t, &n) || n > UINT32_MAX / 2 ||
-        room(e, limit) < TK_T_HEAD_SIZE + 2 * n ||
+        room(e, limit) < 1 + tk_varint_len(n) + 2 * n ||
         !enif_map_iterator_create(e->env, t, &it, ERL_NIF_MAP_ITERATOR_FIRST)) {
         cut(e, limit);
         return;
     }
     tk_put_u8(&e->w, TK_T_MAP);
-    tk_put_u32(&e->w, (uint32_t)n);
+    tk_put_varint(&e->w, n);
     size_t left = 2 * n;
     ERL_NIF_TERM k, v;
     while (left > 0 && enif_map_iterator_get_pair(e->env, &it, &k, &v)) {
@@ -398,11 +406,11 @@ static void enc_mfa(enc *e, ERL_NIF_TERM t, const unsigned char *limit,
         return;
     }
     tk_put_u8(&e->w, TK_T_TUPLE);
-    tk_put_u32(&e->w, 3);
+    tk_put_varint(&e->w, 3);
     enc_value(e, es[0], limit - 2, depth + 1);
     enc_value(e, es[1], limit - 1, depth + 1);
     if (e->pl->mode == TK_PAYLOAD_NONE)
-        enc_word(e, TK_T_INT, len, limit);
+        enc_varint(e, TK_T_INT, tk_zigzag(len), limit);
     else
         enc_user(e, es[2], limit, depth + 1);
 }
@@ -418,12 +426,12 @@ static void enc_tail_user(enc *e, ERL_NIF_TERM t, const unsigned char *limit,
         enc_value(e, t, limit, depth);
         return;
     }
-    if (room(e, limit) < TK_T_HEAD_SIZE + (size_t)n) {
+    if (room(e, limit) < 1 + tk_varint_len((uint64_t)n) + (size_t)n) {
         cut(e, limit);
         return;
     }
     tk_put_u8(&e->w, TK_T_TUPLE);
-    tk_put_u32(&e->w, (uint32_t)n);
+    tk_put_varint(&e->w, (uint64_t)n);
     for (int i = 0; i < n; i++) {
         const unsigned char *l = limit - (n - 1 - i);
         if (i >= from)

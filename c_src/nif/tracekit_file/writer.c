@@ -119,7 +119,7 @@ static int write_header(file_core *f)
         enif_make_atom(env, "sequence"), enif_make_atom(env, "wrap"),
         enif_make_atom(env, "tags")};
     ERL_NIF_TERM vals[] = {
-        enif_make_int(env, 1), enif_make_copy(env, w->node),
+        enif_make_int(env, TK_TFILE_VERSION), enif_make_copy(env, w->node),
         enif_make_copy(env, w->otp_release), enif_make_copy(env, w->version),
         enif_make_atom(env, tk_clock_tsc ? "tsc" : "monotonic"),
         enif_make_uint64(env, tk_clock_hz()), machine(env),
@@ -218,12 +218,12 @@ static size_t data_room(const file_core *f)
 }
 
 /* The most a record of len bytes can add to the dictionary: one entry per
- * VM word (each at least 5 bytes of the record), an entry at most a
+ * VM word (each at least 2 bytes of the record), an entry at most a
  * 255-character atom in UTF-8 or a pid of a node with such a name. */
 #define DICT_ENTRY_MAX 1100u
 static size_t dict_worst(size_t len)
 {
-    return (len / 5 + 1) * DICT_ENTRY_MAX;
+    return (len / 2 + 1) * DICT_ENTRY_MAX;
 }
 
 /* The chunk being built, and its dictionary chunk, in bytes of the file. */
@@ -326,7 +326,8 @@ static void maybe_rotate(file_core *f)
 static void add_record(file_core *f, uint64_t stamp, const void *rec, size_t len)
 {
     file_writer *w = &f->w;
-    size_t more = TK_EVENTS_REC_HEAD + len;
+    size_t room = TK_EVENT_FILE_ROOM(len); /* what the file form may take */
+    size_t more = TK_EVENTS_REC_HEAD + room;
     if (w->nevents > 0 &&
         (w->events.len + w->dict.len + more > w->chunk_target ||
          built(w) + more + dict_worst(len) > data_room(f)))
@@ -336,7 +337,7 @@ static void add_record(file_core *f, uint64_t stamp, const void *rec, size_t len
     /* In the file's form (its entries added to this file's dictionary),
      * in place; imm_map sums what its references stand for, as the
      * readers count it (tk_event_file_check). */
-    unsigned char *at = tk_events_add(&w->events, stamp, len);
+    unsigned char *at = tk_events_add(&w->events, stamp, room);
     tk_xlate x = {imm_map, w};
     w->rec_refs = 0;
     size_t n = at != NULL ? tk_event_to_file(rec, len, at, &x) : 0;
@@ -346,7 +347,7 @@ static void add_record(file_core *f, uint64_t stamp, const void *rec, size_t len
         atomic_fetch_add(&f->refused, 1);
         return;
     }
-    tk_events_shrink(&w->events, at, len, n);
+    tk_events_shrink(&w->events, at, room, n);
     if (w->nevents > 0 && w->expand + w->rec_refs > TK_TFILE_EXPAND_MAX) {
         /* The chunk so far goes first, this record begins the next (no
          * rotation in between: its references are numbers of this file). */
