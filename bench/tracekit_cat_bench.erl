@@ -2,8 +2,8 @@
 %% of N events (default 10,000,000) costs, events per second and peak
 %% memory, for `tracekit-cat' (text, dbg) and for the exports of
 %% tracekit_export and tracekit_report (chrome, jsonl, folded, html), each
-%% in a process of its own writing to /dev/null; beside dbg's trace_client
-%% printing events of dbg's own file port.
+%% in a VM of its own writing to a file deleted after; beside dbg's
+%% trace_client printing events of dbg's own file port.
 %%
 %% The file is a client and a server traced with timestamps: the client
 %% sends a request, the server receives it, calls a traced function that
@@ -86,10 +86,19 @@ vm(What, File) ->
                                                    ++ File ++ "\")"
                                       end ++ ", halt()."].
 
-export(html, File) ->
-    {ok, #{}} = tracekit_report:write(File, "/dev/null");
-export(Format, File) ->
-    {ok, _} = tracekit_export:Format(File, "/dev/null").
+%% (Into a file of a private directory, deleted after: the exports and
+%% the report write regular files only, never through /dev/null.)
+export(What, File) ->
+    {ok, Dir} = tracekit_private:dir(tracekit_private:temp_dir(), "tracekit-bench-"),
+    Out = filename:join(Dir, "out"),
+    try
+        case What of
+            html -> {ok, #{}} = tracekit_report:write(File, Out);
+            Format -> {ok, _} = tracekit_export:Format(File, Out)
+        end
+    after
+        tracekit_private:delete_dir(Dir)
+    end.
 
 dbg_format(File) ->
     {ok, Null} = file:open("/dev/null", [write]),
