@@ -195,7 +195,8 @@ TK_TEST_THREADED(merge_keeps_migrating_tracees_in_order)
  * process was taken from a run queue (the acquire of the hand-off), the
  * tracer's enabled callback decides (here: the ring has room), the event
  * is built (a record with the process, its sequence number and some
- * words of term), and only then the trace callback takes the stamp: the
+ * words of term, made by a chain of dependent steps shorter than the
+ * VM's path), and only then the trace callback takes the stamp: the
  * default one, tk_clock_stamp, which without TRACEKIT_CLOCK=fenced is a
  * plain RDTSC. The consumer checks every process's order and count. */
 #define VM_SCHEDS 4
@@ -250,9 +251,17 @@ static void *vm_scheduler(void *arg)
              * consumer, nothing may be lost here) */
             while (!tk_ring_fits(r, sizeof rec))
                 ;
-            /* the event's term */
+            /* the event's term. Before the trace callback the VM has run
+             * the process to the traced operation, called enabled_* and
+             * built the term: at least 42 TSC ticks from enabled_*'s entry
+             * alone (README, "The ordering stamp"). Here, less: 96
+             * dependent steps on the process's own data, the length past
+             * which a stamp was never seen to come before the hand-off. */
+            uint64_t x = rec[1];
+            for (uint64_t k = 0; k < 96; k++)
+                x = x * 0x9e3779b97f4a7c15u + k;
             for (int w = 2; w < 6; w++)
-                rec[w] = rec[1] * 0x9e3779b97f4a7c15u + (uint64_t)w;
+                rec[w] = x + (uint64_t)w;
             /* trace_*: the stamp first */
             if (tk_ring_push(r, tk_clock_stamp(), rec, sizeof rec) != 0)
                 abort(); /* it fitted a moment ago */
