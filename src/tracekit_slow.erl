@@ -150,19 +150,17 @@ inside(Tag, E, T, Pid, #call{mfa = MFA, depth = D} = C0, S0) ->
         C#call.stack =:= past ->
             %% Returned to where the call was made from: it ended, and
             %% its return was lost.
-            S1 = S#slow{open = maps:remove(Pid, S#slow.open), held = S#slow.held - C1#call.bytes},
-            {[], count_if(C#call.look, broken, S1)};
+            {[], count_if(C#call.look, broken, close(Pid, C1, S))};
         Tag =:= call, Own ->
             {[], keep(Pid, C1#call{depth = D + 1}, S)};
         (Tag =:= return_from orelse Tag =:= exception_from), Own, D > 1 ->
             {[], keep(Pid, C1#call{depth = D - 1}, S)};
         (Tag =:= return_from orelse Tag =:= exception_from), Own ->
-            ended(Tag, T, Pid, C1, S#slow{open = maps:remove(Pid, S#slow.open),
-                                          held = S#slow.held - C1#call.bytes});
+            ended(Tag, T, Pid, C1, close(Pid, C1, S));
         Tag =:= exit ->
             %% Killed during the call: it never ends.
-            S1 = S#slow{open = maps:remove(Pid, S#slow.open), held = S#slow.held - C1#call.bytes},
-            {[], count_if(C#call.look, exited, count_if(C#call.look, unfinished, S1))};
+            {[], count_if(C#call.look, exited,
+                          count_if(C#call.look, unfinished, close(Pid, C1, S)))};
         true ->
             {[], keep(Pid, C1, S)}
     end.
@@ -195,6 +193,10 @@ follow(_Tag, _E, C) ->
 
 pop_to(X, [X | _] = St, N) -> {St, N};
 pop_to(X, [_ | St], N) -> pop_to(X, St, N - 1).
+
+%% The call of Pid ends: what it held is let go.
+close(Pid, #call{bytes = B}, S) ->
+    S#slow{open = maps:remove(Pid, S#slow.open), held = S#slow.held - B}.
 
 keep(Pid, C, S) ->
     S#slow{open = (S#slow.open)#{Pid => C}}.
