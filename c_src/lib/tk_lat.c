@@ -7,7 +7,7 @@
 #include "tk_u64map.h"
 
 _Static_assert(sizeof(tk_lat_rec) == 32, "a record is four words");
-_Static_assert(TK_LAT_REC_BYTES == ((TK_RING_HEADER + sizeof(tk_lat_rec) + 7) & ~(size_t)7),
+_Static_assert(TK_LAT_REC_BYTES == TK_RING_HEAD_MAX + sizeof(tk_lat_rec),
                "record size");
 
 /* ---- the producer side ---------------------------------------------------- */
@@ -15,7 +15,7 @@ _Static_assert(TK_LAT_REC_BYTES == ((TK_RING_HEADER + sizeof(tk_lat_rec) + 7) & 
 /* Whether n more records fit. */
 static inline int has_room(tk_ring *r, unsigned n)
 {
-    return tk_ring_fits(r, n * TK_LAT_REC_BYTES - TK_RING_HEADER);
+    return tk_ring_fits(r, n * TK_LAT_REC_BYTES - TK_RING_HEAD_MAX);
 }
 
 static void go_blind(tk_ring *r, unsigned src, uint8_t *blind)

@@ -85,8 +85,8 @@ typedef struct {
 /* Rings a stream comes from, at most. */
 #define TK_LAT_SOURCES 256u
 
-/* Bytes a record takes in a ring. */
-#define TK_LAT_REC_BYTES ((TK_RING_HEADER + 32u + 7u) & ~7u)
+/* Bytes a record takes in a ring, at most. */
+#define TK_LAT_REC_BYTES (TK_RING_HEAD_MAX + 32u)
 
 /* Whether the ring keeps an event now (enabled_*, before the VM builds
  * the event). When it does not, the event is counted as dropped and the

@@ -4,7 +4,7 @@
 
 #include "tk_mem.h"
 
-/* A source's staged records, in the ring's record format (header word,
+/* A source's staged records, in the taken form of tk_ring.h (header word,
  * stamp word, payload padded to 8 bytes), as tk_ring_take copies them. */
 struct tk_merge_src {
     unsigned char *buf;
@@ -79,14 +79,15 @@ static inline uint64_t word_at(const unsigned char *p)
 }
 
 /* Counts the records of a batch just copied to s->buf + at, and notes the
- * first one at or after position h1 (a "late" record) in *bound. */
-static void scan_batch(tk_merge_src *s, size_t at, size_t n, uint64_t from,
-                       uint64_t h1, uint64_t *bound)
+ * first one from offset `late` on (a record at or after H1: "late") in
+ * *bound. */
+static void scan_batch(tk_merge_src *s, size_t at, size_t n, size_t late,
+                       uint64_t *bound)
 {
     for (size_t off = 0; off < n;) {
         uint64_t hdr = word_at(s->buf + at + off);
         uint64_t stamp = tk_ring_rec_stamp(s->buf + at + off);
-        if (from + off >= h1 && stamp < *bound)
+        if (off >= late && stamp < *bound)
             *bound = stamp;
         s->newest = stamp;
         s->count++;
@@ -127,14 +128,15 @@ static int take_source(tk_merge *m, unsigned i, tk_ring *r, size_t limit,
             break;
         }
         tk_ring_batch b = {.dst = s->buf + s->wr, .cap = room,
-                           .max_recs = limit != 0 ? limit - s->count : SIZE_MAX};
+                           .max_recs = limit != 0 ? limit - s->count : SIZE_MAX,
+                           .mark = m->h1[i]};
         if (tk_ring_take(r, h2, &b) == 0) {
             if (b.need == 0)
                 break;
             room = b.need; /* a record larger than a batch */
             continue;
         }
-        scan_batch(s, s->wr, b.bytes, b.from, m->h1[i], bound);
+        scan_batch(s, s->wr, b.bytes, b.mark_at, bound);
         s->wr += b.bytes;
         room = TAKE_BATCH;
     }

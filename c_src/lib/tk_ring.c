@@ -46,6 +46,10 @@ int tk_ring_init(tk_ring *r, size_t size, tk_ring_policy policy)
     atomic_init(&r->head, 0);
     r->tail_seen = 0;
     r->last_stamp = 0;
+    r->last_start = 0;
+    r->whole_next = true;
+    r->taken_end = 0;
+    r->taken_stamp = 0;
     atomic_init(&r->written, 0);
     atomic_init(&r->dropped, 0);
     atomic_init(&r->overwritten, 0);
@@ -56,6 +60,14 @@ int tk_ring_init(tk_ring *r, size_t size, tk_ring_policy policy)
 #endif
     r->size = size;
     r->mask = size / 8 - 1;
+    /* Segments of TK_RING_SEGMENT bytes, or 1/64 of a smaller ring, so
+     * that an eviction (which frees 1/64 of the ring more than it needs)
+     * finds a record with its stamp whole soon after. */
+    unsigned shift = 0;
+    while ((UINT64_C(1) << (shift + 1)) <= TK_RING_SEGMENT &&
+           (UINT64_C(1) << (shift + 1)) <= size / 64)
+        shift++;
+    r->seg_shift = shift;
     r->policy = policy;
     return 0;
 }
@@ -75,50 +87,272 @@ void tk_ring_touch(tk_ring *r)
         atomic_store_explicit(&r->words[(off - 4096) >> 3], 0, memory_order_relaxed);
 }
 
-static inline void store_word(tk_ring *r, uint64_t pos, uint64_t w)
+static inline void store_word(tk_ring *r, uint64_t idx, uint64_t w)
 {
-    atomic_store_explicit(&r->words[(pos >> 3) & r->mask], w,
-                          memory_order_relaxed);
+    atomic_store_explicit(&r->words[idx & r->mask], w, memory_order_relaxed);
 }
 
-static inline uint64_t load_word(tk_ring *r, uint64_t pos)
+static inline uint64_t load_word(tk_ring *r, uint64_t idx)
 {
-    return atomic_load_explicit(&r->words[(pos >> 3) & r->mask],
+    return atomic_load_explicit(&r->words[idx & r->mask],
                                 memory_order_relaxed);
 }
 
-/* Stores `len` bytes at consecutive words from w, the last one padded with
- * zeroes. */
-static inline void copy_words(_Atomic uint64_t *w, const void *src, size_t len)
+static inline uint64_t load8(const unsigned char *p)
 {
-    const unsigned char *p = src;
-    size_t n = len >> 3;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t v;
-        memcpy(&v, p + 8 * i, 8);
-        atomic_store_explicit(&w[i], v, memory_order_relaxed);
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* ---- varints ----------------------------------------------------------- */
+
+static inline size_t put_varint(unsigned char *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
     }
-    if (len & 7) {
-        /* The last 1 to 7 bytes: the payload's last 8 bytes shifted down
-         * (little-endian) when there are 8, a fixed-size load rather than
-         * a copy of a variable length. */
-        uint64_t v = 0;
-        size_t k = len & 7;
-        if (len >= 8) {
-            memcpy(&v, p + len - 8, 8);
-            v >>= 8 * (8 - k);
-        } else {
-            memcpy(&v, p, k);
+    p[n++] = (unsigned char)v;
+    return n;
+}
+
+static inline size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* A record's fields (its total size in the ring with the whole bit, then
+ * the stamp or its delta) for a payload of len bytes: their bytes. */
+static inline size_t put_head(unsigned char *p, bool whole, uint64_t stamp,
+                              size_t len)
+{
+    size_t sl = varint_len(stamp), tl = 1;
+    uint64_t base = sl + (uint64_t)len;
+    while (varint_len((base + tl) << 1) > tl)
+        tl++;
+    put_varint(p, (base + tl) << 1 | whole);
+    put_varint(p + tl, stamp);
+    return tl + sl;
+}
+
+/* A varint of at most 10 bytes from p[0 .. n): its length, or 0. */
+static inline size_t get_varint(const unsigned char *p, size_t n, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (size_t i = 0; i < n && i < 10; i++) {
+        x |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+        if (!(p[i] & 0x80)) {
+            *v = x;
+            return i + 1;
         }
-        atomic_store_explicit(&w[n], v, memory_order_relaxed);
     }
+    return 0;
+}
+
+/* ---- writing bytes into words ------------------------------------------ */
+
+/* The producer appends bytes at a ring position through an accumulator:
+ * the word being filled, the bytes already in it, and where it goes. The
+ * first word starts with the bytes before the position (the end of the
+ * previous record, written again unchanged). Storage is walked with a
+ * pointer that goes back to the start at the end. */
+typedef struct {
+    _Atomic uint64_t *p, *base, *lim;
+    uint64_t acc;
+    unsigned n; /* bytes in acc: 0 to 7 */
+} wr;
+
+static inline void wr_start(wr *o, tk_ring *r, uint64_t pos)
+{
+    o->base = r->words;
+    o->lim = r->words + r->mask + 1;
+    o->p = r->words + ((pos >> 3) & r->mask);
+    o->n = (unsigned)(pos & 7);
+    o->acc = o->n ? atomic_load_explicit(o->p, memory_order_relaxed) &
+                        ((UINT64_C(1) << (8 * o->n)) - 1)
+                  : 0;
+}
+
+static inline void wr_word(wr *o, uint64_t v)
+{
+    atomic_store_explicit(o->p, v, memory_order_relaxed);
+    if (++o->p == o->lim)
+        o->p = o->base;
+}
+
+/* Appends k bytes (1 to 8), the low bytes of v; its other bytes are 0. */
+static inline void wr_put(wr *o, uint64_t v, unsigned k)
+{
+    o->acc |= v << (8 * o->n);
+    o->n += k;
+    if (o->n >= 8) {
+        wr_word(o, o->acc);
+        o->n -= 8;
+        /* The bytes of v that did not fit (none when the word was empty). */
+        o->acc = o->n ? v >> (8 * (k - o->n)) : 0;
+    }
+}
+
+/* Appends len bytes. */
+static inline void wr_bytes(wr *o, const unsigned char *p, size_t len)
+{
+    if (len < 8) {
+        uint64_t v = 0;
+        memcpy(&v, p, len);
+        if (len)
+            wr_put(o, v, (unsigned)len);
+        return;
+    }
+    const unsigned char *whole_end = p + (len & ~(size_t)7);
+    if (o->n == 0) {
+        for (; p < whole_end; p += 8)
+            wr_word(o, load8(p));
+    } else {
+        unsigned sh = 8 * o->n;
+        uint64_t acc = o->acc;
+        for (; p < whole_end; p += 8) {
+            uint64_t v = load8(p);
+            wr_word(o, acc | v << sh);
+            acc = v >> (64 - sh);
+        }
+        o->acc = acc;
+    }
+    size_t k = len & 7;
+    if (k) /* the last 1 to 7 bytes: the last 8 shifted down, a fixed load */
+        wr_put(o, load8(whole_end + k - 8) >> (8 * (8 - k)), (unsigned)k);
+}
+
+/* Stores the last, partly filled word. */
+static inline void wr_end(wr *o)
+{
+    if (o->n)
+        atomic_store_explicit(o->p, o->acc, memory_order_relaxed);
+}
+
+/* ---- reading records back ---------------------------------------------- */
+
+/* Copies len bytes from ring position pos to dst: whole words, shifted
+ * together when pos is not at a word's start, then the last 1 to 7 bytes
+ * one by one. It may load the word after the last one it needs (ring
+ * memory all the same; its value is not used). */
+static void get_bytes(tk_ring *r, uint64_t pos, unsigned char *dst, size_t len)
+{
+    uint64_t idx = pos >> 3;
+    unsigned sh = 8 * (unsigned)(pos & 7);
+    uint64_t cur = load_word(r, idx);
+    if (sh == 0) {
+        for (; len >= 8; len -= 8, dst += 8) {
+            memcpy(dst, &cur, 8);
+            cur = load_word(r, ++idx);
+        }
+    } else {
+        for (; len >= 8; len -= 8, dst += 8) {
+            uint64_t next = load_word(r, ++idx);
+            uint64_t v = cur >> sh | next << (64 - sh);
+            memcpy(dst, &v, 8);
+            cur = next;
+        }
+    }
+    if (len == 0)
+        return;
+    uint64_t v = cur >> sh;
+    if (sh + 8 * len > 64)
+        v |= load_word(r, idx + 1) << (64 - sh);
+    for (size_t i = 0; i < len; i++)
+        dst[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* A record's length and stamp fields as read from the ring. */
+typedef struct {
+    size_t head;     /* bytes of the two varints */
+    size_t len;      /* payload bytes */
+    bool whole;      /* the stamp is whole (else a delta) */
+    uint64_t stamp;  /* the stamp or the delta */
+} rec_head;
+
+/* Bytes of the varint at the start of x (1 to 8), or 0 when it does not
+ * end within x's bytes. */
+static inline unsigned varint_bytes(uint64_t x)
+{
+    uint64_t ends = ~x & UINT64_C(0x8080808080808080);
+    return ends ? (unsigned)(__builtin_ctzll(ends) >> 3) + 1 : 0;
+}
+
+/* The value of a varint of n bytes (1 to 8) at the start of x. */
+static inline uint64_t varint_value(uint64_t x, unsigned n)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n; i++)
+        v |= ((x >> (8 * i)) & 0x7f) << (7 * i);
+    return v;
+}
+
+/* Reads the fields of the record at pos, which must end at or before
+ * `end`. 0, or -1 when they are not those of a record a push could have
+ * written (a torn read in overwrite mode). */
+static inline int read_head(tk_ring *r, uint64_t pos, uint64_t end, rec_head *h)
+{
+    uint64_t t;
+    /* The common case, both fields within the first 8 bytes: from two
+     * words, with no copy. */
+    uint64_t idx = pos >> 3;
+    unsigned sh = 8 * (unsigned)(pos & 7);
+    uint64_t x = load_word(r, idx);
+    if (sh)
+        x = x >> sh | load_word(r, idx + 1) << (64 - sh);
+    unsigned n1 = varint_bytes(x), n2 = n1 && n1 < 8 ? varint_bytes(x >> (8 * n1)) : 0;
+    if (n2 != 0 && n1 + n2 <= 8) {
+        t = varint_value(x, n1);
+        h->stamp = varint_value(x >> (8 * n1), n2);
+        h->head = n1 + n2;
+    } else {
+        unsigned char b[16];
+        get_bytes(r, pos, b, 16);
+        size_t m1 = get_varint(b, 5, &t);
+        size_t m2 = m1 ? get_varint(b + m1, 16 - m1, &h->stamp) : 0;
+        if (m2 == 0)
+            return -1;
+        h->head = m1 + m2;
+    }
+    uint64_t total = t >> 1;
+    h->whole = t & 1;
+    if (total < h->head || total > end - pos ||
+        total > tk_ring_need_max(tk_ring_max_payload(r)))
+        return -1;
+    h->len = (size_t)(total - h->head);
+    return 0;
+}
+
+/* The producer's own view of one of its records: its size in the ring,
+ * and whether its stamp is whole. Nothing to check (the producer wrote
+ * it and nobody else writes): only the first field, of at most 5 bytes. */
+static inline uint64_t own_size(tk_ring *r, uint64_t pos, bool *whole)
+{
+    uint64_t idx = pos >> 3;
+    unsigned sh = 8 * (unsigned)(pos & 7);
+    uint64_t x = load_word(r, idx);
+    if (sh)
+        x = x >> sh | load_word(r, idx + 1) << (64 - sh);
+    uint64_t t = (x & 0x80) == 0 ? x & 0x7f : varint_value(x, varint_bytes(x));
+    *whole = t & 1;
+    return t >> 1;
 }
 
 /* Overwrite policy: evict the oldest records until `need` bytes are free
  * after head h. The consumer may be moving tail at the same time, so every
- * move is a compare-and-swap. The header at tail was written by this
- * producer and cannot have been overwritten yet (we only overwrite space we
- * have evicted), so reading it is safe. */
+ * move is a compare-and-swap. The records from tail on were written by
+ * this producer and cannot have been overwritten yet (we only overwrite
+ * space we have evicted), so reading them is safe. Tail only ever moves
+ * to a record whose stamp is whole, or to h: then the next record's is
+ * (the consumer cannot know the base of a delta past records it never
+ * took). */
 static void evict(tk_ring *r, uint64_t h, uint64_t need)
 {
     /* Free a little more than needed (1/64 of the ring), so that a full
@@ -127,11 +361,15 @@ static void evict(tk_ring *r, uint64_t h, uint64_t need)
     uint64_t want = need + r->size / 64;
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
     while (!tk_ring_room(r, h, need, t)) {
-        /* Whole records from t until `want` bytes would be free (or the
-         * head is reached). */
+        /* Whole records from t until `want` bytes would be free and the
+         * next record's stamp is whole (or the head is reached). */
         uint64_t end = t, n = 0;
-        while (end < h && !tk_ring_room(r, h, want, end)) {
-            end += tk_ring_rec_total(load_word(r, end));
+        while (end < h) {
+            bool whole;
+            uint64_t size = own_size(r, end, &whole);
+            if (whole && tk_ring_room(r, h, want, end))
+                break;
+            end += size;
             n++;
         }
         /* Acquire on both outcomes: a tail moved by the consumer means it
@@ -141,6 +379,8 @@ static void evict(tk_ring *r, uint64_t h, uint64_t need)
                                                   memory_order_acquire)) {
             tk_stat_add(&r->overwritten, n);
             t = end;
+            if (end == h)
+                r->whole_next = true;
         }
         /* On failure t holds the consumer's newer tail: loop. */
     }
@@ -155,62 +395,57 @@ static void evict(tk_ring *r, uint64_t h, uint64_t need)
 int tk_ring_push(tk_ring *r, uint64_t stamp, const void *payload, size_t len)
 {
     assert_owner(r);
-    if (r->policy == TK_RING_DROP) {
-        /* Room, or refused and counted (also a payload too large). */
-        if (!tk_ring_fits(r, len)) {
-            tk_ring_count_drop(r);
-            return -1;
-        }
-    } else if (len > tk_ring_max_payload(r)) {
+    if (len > tk_ring_max_payload(r)) {
         tk_ring_count_drop(r);
         return -1;
     }
-    uint64_t need = tk_ring_record_size(len);
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    if (r->policy == TK_RING_OVERWRITE && !tk_ring_room(r, h, need, r->tail_seen))
-        evict(r, h, need);
-
     /* A thread moved to another core may read a clock a little behind
      * its previous reading; consumers rely on stamps not decreasing
      * within a ring. */
     if (stamp < r->last_stamp)
         stamp = r->last_stamp;
-    r->last_stamp = stamp;
-    uint64_t idx = (h >> 3) & r->mask;
-    uint64_t room = (r->mask + 1 - idx) * 8; /* bytes before the storage ends */
-    /* The first two words: header and stamp's low half; stamp's high half
-     * and the payload's first 4 bytes. The rest of the payload from the
-     * third word on. */
-    uint32_t head4 = 0;
-    size_t in_head = len < 4 ? len : 4;
-    if (in_head == 4)
-        memcpy(&head4, payload, 4);
-    else
-        memcpy(&head4, payload, in_head);
-    uint64_t w0 = tk_ring_hdr(need, len) | stamp << 32;
-    uint64_t w1 = stamp >> 32 | (uint64_t)head4 << 32;
-    const unsigned char *rest = (const unsigned char *)payload + in_head;
-    size_t rest_len = len - in_head;
-    if (room >= need) {
-        /* The record does not wrap (the common case): one base pointer,
-         * consecutive words. */
-        _Atomic uint64_t *w = &r->words[idx];
-        atomic_store_explicit(&w[0], w0, memory_order_relaxed);
-        atomic_store_explicit(&w[1], w1, memory_order_relaxed);
-        copy_words(w + 2, rest, rest_len);
-    } else {
-        /* It wraps, at a word boundary: the first words one by one, then
-         * the rest in (at most) two runs of words. */
-        store_word(r, h, w0);
-        store_word(r, h + 8, w1);
-        size_t first = room > 16 ? (size_t)room - 16 : 0;
-        if (first > rest_len)
-            first = rest_len;
-        copy_words(&r->words[((h + 16) >> 3) & r->mask], rest, first);
-        copy_words(&r->words[((h + 16 + first) >> 3) & r->mask], rest + first,
-                   rest_len - first);
+    /* The length and the stamp: whole for the first record to start in a
+     * segment (and after the ring was emptied by eviction), else the
+     * delta. At most TK_RING_HEAD_MAX bytes, in a zeroed buffer that is
+     * read by whole words. */
+    unsigned char hd[16] = {0};
+    bool whole = r->whole_next || ((h ^ r->last_start) >> r->seg_shift) != 0;
+    size_t hn = put_head(hd, whole, whole ? stamp : stamp - r->last_stamp, len);
+    uint64_t need = hn + len;
+    if (r->policy == TK_RING_DROP) {
+        if (!tk_ring_room(r, h, need, r->tail_seen)) {
+            /* Acquire: pairs with the consumer's release of tail, so that
+             * the consumer has finished reading the space we reuse. */
+            r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
+            if (!tk_ring_room(r, h, need, r->tail_seen)) {
+                tk_ring_count_drop(r);
+                return -1;
+            }
+        }
+    } else if (!tk_ring_room(r, h, need, r->tail_seen)) {
+        evict(r, h, need);
+        if (r->whole_next && !whole) {
+            /* Everything was evicted: this record starts the ring again
+             * and needs its stamp whole (it fits: the ring is empty). */
+            whole = true;
+            memset(hd, 0, sizeof hd);
+            hn = put_head(hd, true, stamp, len);
+            need = hn + len;
+        }
     }
-    /* Release: the record's words are visible to a consumer that sees the
+
+    wr o;
+    wr_start(&o, r, h);
+    wr_put(&o, load8(hd), hn < 8 ? (unsigned)hn : 8);
+    if (hn > 8)
+        wr_put(&o, load8(hd + 8), (unsigned)(hn - 8));
+    wr_bytes(&o, payload, len);
+    wr_end(&o);
+    r->last_stamp = stamp;
+    r->last_start = h;
+    r->whole_next = false;
+    /* Release: the record's bytes are visible to a consumer that sees the
      * new head with an acquire load. */
     atomic_store_explicit(&r->head, h + need, memory_order_release);
     tk_stat_add(&r->written, 1);
@@ -229,23 +464,44 @@ size_t tk_ring_take(tk_ring *r, uint64_t limit, tk_ring_batch *b)
             return 0;
         /* Acquire on tail: in overwrite mode it orders our reads after the
          * producer's eviction that moved tail here. Copy whole records
-         * while they fit, checking each header: in overwrite mode the
-         * producer may be rewriting them under us, and a torn header must
-         * not send us astray (the CAS below then fails anyway). */
-        uint64_t pos = t, hdr = 0;
-        size_t n = 0, recs = 0;
+         * while they fit, checking each one's fields: in overwrite mode
+         * the producer may be rewriting them under us, and a torn read
+         * must not send us astray (the CAS below then fails anyway). A
+         * delta's base is the stamp of the record before: ours when tail
+         * is where our last batch ended (the producer moves tail only to
+         * records whose stamp is whole). */
+        uint64_t pos = t, prev = r->taken_stamp;
+        bool base = t == r->taken_end, orphan = false;
+        size_t n = 0, recs = 0, first_need = 0, mark_at = SIZE_MAX;
+        rec_head rh;
         while (pos < limit && recs < b->max_recs) {
-            hdr = load_word(r, pos);
-            size_t total = tk_ring_rec_total(hdr);
-            if (!tk_ring_hdr_ok(hdr, r->size) || n + total > b->cap)
+            if (read_head(r, pos, limit, &rh) != 0)
                 break;
-            for (uint64_t i = 0; i < total; i += 8) {
-                uint64_t w = load_word(r, pos + i);
-                memcpy(out + n + i, &w, 8);
+            if (!rh.whole && !base) {
+                orphan = true;
+                break;
             }
+            size_t total = tk_ring_record_size(rh.len);
+            if (recs == 0)
+                first_need = total;
+            if (n + total > b->cap)
+                break;
+            if (mark_at == SIZE_MAX && pos >= b->mark)
+                mark_at = n;
+            uint64_t stamp = rh.whole ? rh.stamp : prev + rh.stamp;
+            uint64_t w0 = tk_ring_hdr(total, rh.len) | stamp << 32, zero = 0;
+            uint32_t hi = (uint32_t)(stamp >> 32);
+            /* The padding zeroed by a word, then the payload over it, then
+             * the header and stamp (the word may reach back into them). */
+            memcpy(out + n + total - 8, &zero, 8);
+            get_bytes(r, pos + rh.head, out + n + TK_RING_HEADER, rh.len);
+            memcpy(out + n, &w0, 8);
+            memcpy(out + n + 8, &hi, 4);
             n += total;
-            pos += total;
+            pos += rh.head + rh.len;
             recs++;
+            prev = stamp;
+            base = true;
         }
         /* Acquire fence: if any load above read words the producer wrote
          * after evicting one of these records, its eviction (a CAS on tail
@@ -254,22 +510,29 @@ size_t tk_ring_take(tk_ring *r, uint64_t limit, tk_ring_batch *b)
         atomic_thread_fence(memory_order_acquire);
         uint64_t expect = t;
         if (n == 0) {
-            /* Tail has moved: the header we read may be torn; retry. */
+            /* Tail has moved: what we read may be torn; retry. */
             if (atomic_load_explicit(&r->tail, memory_order_relaxed) != t)
                 continue;
             /* Tail still at t, so the producer has not reused that space:
-             * the header is the record's own, too large for cap (or the
-             * caller asked for no record). */
-            if (b->max_recs > 0 && tk_ring_hdr_ok(hdr, r->size))
-                b->need = tk_ring_rec_total(hdr);
+             * the record is whole, too large for cap (or the caller asked
+             * for no record). A delta with no base there would be a
+             * broken invariant (tail moved elsewhere than to a whole
+             * stamp). */
+            TK_ASSERT(!orphan);
+            (void)orphan;
+            if (b->max_recs > 0)
+                b->need = first_need;
             return 0;
         }
         /* Release: our reads of the records happen before the producer
          * reuses their space (the producer acquires tail). */
-        if (atomic_compare_exchange_strong_explicit(&r->tail, &expect, t + n,
+        if (atomic_compare_exchange_strong_explicit(&r->tail, &expect, pos,
                                                     memory_order_release,
                                                     memory_order_relaxed)) {
+            r->taken_end = pos;
+            r->taken_stamp = prev;
             b->from = t;
+            b->mark_at = mark_at == SIZE_MAX ? n : mark_at;
             b->recs = recs;
             b->bytes = n;
             return n;

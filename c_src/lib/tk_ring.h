@@ -6,27 +6,50 @@
  *                      newest: a flight recorder)
  *
  * Positions are byte offsets that only grow (64 bits: they never wrap in
- * practice); the storage index is position & mask. A record starts at a
- * word: 4 bytes of header (tk_ring_hdr: its total length and its padding),
- * 8 bytes of stamp (the producer's clock, used by consumers to merge
- * several rings), then the payload, the whole padded to 8 bytes.
+ * practice); the storage index is position & mask. Records are packed
+ * byte after byte, with no padding: a record is
+ *
+ *   varint  the record's size in bytes (these two fields included) << 1
+ *           | A
+ *   varint  A = 1: the stamp (the producer's clock, used by consumers to
+ *           merge several rings); A = 0: the stamp minus the stamp of the
+ *           record before it in the ring (stamps never decrease in a ring)
+ *   bytes   the payload
+ *
+ * (varints are LEB128: 7 bits a byte, low bits first). The first record
+ * that starts in each segment of the ring (TK_RING_SEGMENT bytes, less in
+ * small rings) carries its stamp whole, and so does the first record after
+ * the ring was emptied by eviction: in overwrite mode the producer evicts
+ * only up to such a record, so the oldest record is always either whole
+ * or the one after the last record the consumer took, whose stamp the
+ * consumer keeps. A record of a few bytes of payload thus takes one byte
+ * of length and, for events a few microseconds apart, two or three bytes
+ * of stamp.
+ *
+ * Consumers get records in another form, the taken form (tk_ring_take):
+ * each starts at an 8-byte boundary with 4 bytes of header (its total
+ * length with its padding; tk_ring_hdr), its stamp whole in 8 bytes, then
+ * the payload padded to 8 bytes. That is what tk_merge stages.
  *
  * Storage is an array of atomic 64-bit words accessed with relaxed loads and
- * stores. In drop mode producer and consumer never touch the same words at
- * the same time; in overwrite mode the producer may overwrite a record the
- * consumer is copying, and the consumer detects it (see tk_ring_take). Using
- * atomic words makes that race well defined (and visible to ThreadSanitizer
- * as the benign race it is) at no cost on x86-64 or arm64.
+ * stores. A word may hold the end of one record and the start of the next:
+ * the producer rewrites it with the earlier bytes unchanged. In drop mode
+ * producer and consumer never touch the same bytes at the same time; in
+ * overwrite mode the producer may overwrite a record the consumer is
+ * copying, and the consumer detects it (see tk_ring_take). Using atomic
+ * words makes those races well defined (and visible to ThreadSanitizer as
+ * the benign races they are) at no cost on x86-64 or arm64.
  *
  * Threads: exactly one producer thread calls tk_ring_push/tk_ring_fits
- * (TK_DEBUG builds assert it); consumers take records one at a time (the
- * caller serialises them). Statistics may be read by anyone.
+ * (TK_DEBUG builds assert it); consumers take records one batch at a time
+ * (the caller serialises them). Statistics may be read by anyone.
  */
 #ifndef TK_RING_H
 #define TK_RING_H
 
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -34,12 +57,14 @@
 #include "tk_stat.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-#error "a record's header, stamp and payload share words in little-endian order"
+#error "records are packed into words in little-endian order"
 #endif
 
 typedef enum { TK_RING_DROP = 0, TK_RING_OVERWRITE = 1 } tk_ring_policy;
 
-#define TK_RING_HEADER 12u         /* header (4 bytes) + stamp (8 bytes) */
+#define TK_RING_HEADER 12u         /* taken form: header (4) + stamp (8) */
+#define TK_RING_HEAD_MAX 15u       /* in the ring: length (5) + stamp (10) */
+#define TK_RING_SEGMENT 4096u      /* bytes, at most: see above */
 #define TK_RING_MIN_SIZE 4096u     /* bytes */
 #define TK_RING_MAX_SIZE (1u << 30)
 
@@ -48,6 +73,8 @@ typedef struct tk_ring {
     alignas(64) _Atomic uint64_t head; /* end of the last published record */
     uint64_t tail_seen;                /* producer's cached view of tail */
     uint64_t last_stamp;               /* stamps never decrease in a ring */
+    uint64_t last_start;               /* where the last record starts */
+    bool whole_next;                   /* the next record's stamp whole */
     _Atomic uint64_t written;          /* records published */
     _Atomic uint64_t dropped;          /* records refused (drop policy) */
     _Atomic uint64_t overwritten;      /* records evicted (overwrite policy) */
@@ -58,10 +85,14 @@ typedef struct tk_ring {
 
     /* Moved by the consumer; in overwrite mode also by the producer. */
     alignas(64) _Atomic uint64_t tail; /* start of the oldest record */
+    /* The consumer's own: where its last batch ended and the stamp of
+     * that batch's last record (the base of the next one's delta). */
+    uint64_t taken_end, taken_stamp;
 
     /* Set at init. */
     alignas(64) uint64_t size;         /* bytes, a power of two */
     uint64_t mask;                     /* size / 8 - 1, over words */
+    unsigned seg_shift;                /* log2 of the segment's size */
     tk_ring_policy policy;
     _Atomic uint64_t *words;
 } tk_ring;
@@ -93,11 +124,12 @@ static inline int tk_ring_size_ok(uint64_t size)
            (size & (size - 1)) == 0;
 }
 
-/* Largest payload a record can carry in a ring of `size` bytes (a quarter
- * of the ring, so that an overwrite ring always holds several records). */
+/* Largest payload a record can carry in a ring of `size` bytes (so that a
+ * record takes at most a quarter of the ring, and an overwrite ring always
+ * holds several records). */
 static inline size_t tk_ring_max_payload_of(size_t size)
 {
-    return size / 4 - TK_RING_HEADER;
+    return size / 4 - TK_RING_HEAD_MAX;
 }
 
 static inline size_t tk_ring_max_payload(const tk_ring *r)
@@ -105,10 +137,17 @@ static inline size_t tk_ring_max_payload(const tk_ring *r)
     return tk_ring_max_payload_of((size_t)r->size);
 }
 
-/* ---- the record format ------------------------------------------------- */
+/* Bytes of ring a record with `payload` bytes takes at most (its length
+ * and stamp at their longest). */
+static inline uint64_t tk_ring_need_max(size_t payload)
+{
+    return TK_RING_HEAD_MAX + (uint64_t)payload;
+}
 
-/* Bytes a record with `payload` bytes takes in the ring: header, stamp and
- * payload, padded to 8 bytes. */
+/* ---- the taken form -------------------------------------------------- */
+
+/* Bytes a record with `payload` bytes takes in the taken form: header,
+ * stamp and payload, padded to 8 bytes. */
 static inline uint64_t tk_ring_record_size(size_t payload)
 {
     return (TK_RING_HEADER + (uint64_t)payload + 7) & ~(uint64_t)7;
@@ -129,7 +168,7 @@ static inline size_t tk_ring_rec_payload(uint64_t hdr)
     return tk_ring_rec_total(hdr) - TK_RING_HEADER - (size_t)(hdr & 7);
 }
 
-/* The stamp of a record copied out of a ring. */
+/* The stamp of a record in the taken form. */
 static inline uint64_t tk_ring_rec_stamp(const unsigned char *rec)
 {
     uint64_t s;
@@ -137,34 +176,31 @@ static inline uint64_t tk_ring_rec_stamp(const unsigned char *rec)
     return s;
 }
 
-/* Whether a header could have been written by tk_ring_push into a ring of
- * `size` bytes. */
-static inline int tk_ring_hdr_ok(uint64_t hdr, uint64_t size)
-{
-    size_t total = tk_ring_rec_total(hdr);
-    return total >= 16 && total <= size / 4 && (hdr & 7) <= total - TK_RING_HEADER;
-}
-
-/* The full check: whether a record of `need` bytes fits after head h when
- * the oldest record starts at tail t. */
+/* Whether a record of `need` bytes fits after head h when the oldest
+ * record starts at tail t. By words: the word that holds a record's last
+ * byte may hold the next record's first bytes, and the words of a new
+ * record (from the one h is in to the one its last byte is in) must be
+ * clear of the word the oldest record starts in. */
 static inline int tk_ring_room(const tk_ring *r, uint64_t h, uint64_t need,
                                uint64_t t)
 {
-    return h + need - t <= r->size;
+    return ((h + need + 7) & ~(uint64_t)7) - (t & ~(uint64_t)7) <= r->size;
 }
 
 /* ---- producer ------------------------------------------------------------ */
 
 /* Would a record with `payload` bytes be accepted now? Always true in
  * overwrite mode (for payloads up to tk_ring_max_payload). Cheap: reads
- * the consumer's tail only when the cached view says "no". */
+ * the consumer's tail only when the cached view says "no". It counts the
+ * length and stamp at their longest: at most TK_RING_HEAD_MAX bytes more
+ * than tk_ring_push takes. */
 static inline int tk_ring_fits(tk_ring *r, size_t payload)
 {
     if (payload > tk_ring_max_payload(r))
         return 0;
     if (r->policy == TK_RING_OVERWRITE)
         return 1;
-    uint64_t need = tk_ring_record_size(payload);
+    uint64_t need = tk_ring_need_max(payload);
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (tk_ring_room(r, h, need, r->tail_seen))
         return 1;
@@ -200,24 +236,28 @@ typedef struct {
     void *dst;       /* in: where the records go */
     size_t cap;      /* in: bytes at dst */
     size_t max_recs; /* in: at most this many records */
-    size_t bytes;    /* out: bytes copied (0: none) */
+    size_t bytes;    /* out: bytes written at dst (0: none) */
     size_t recs;     /* out: records copied */
+    uint64_t mark;   /* in: a ring position (say, an earlier head) */
     uint64_t from;   /* out: ring position of the first */
+    size_t mark_at;  /* out: offset at dst of the first record that starts
+                        at or after mark (bytes when none does) */
     size_t need;     /* out: when nothing was copied because the oldest
                         record is larger than cap, its size; else 0 */
 } tk_ring_batch;
 
 /* Removes the oldest records that start before `limit` (a value of
- * tk_ring_head): as many whole records as fit in b->cap bytes, at most
- * b->max_recs, copied to b->dst in the ring's record format (header word,
- * stamp word, payload padded to 8 bytes). The batch is validated once (a
- * compare-and-swap of tail that fails if the producer evicted any of them
- * meanwhile; then the copy is retried). Returns b->bytes. When the oldest
- * record does not fit in cap, nothing is taken and b->need says how much
- * room it needs: every record can be taken by a caller that makes room. */
+ * tk_ring_head): as many whole records as fit in b->cap bytes in the taken
+ * form, at most b->max_recs, written to b->dst in that form. The batch is
+ * validated once (a compare-and-swap of tail that fails if the producer
+ * evicted any of them meanwhile; then the copy is retried). Returns
+ * b->bytes. When the oldest record does not fit in cap, nothing is taken
+ * and b->need says how much room it needs: every record can be taken by a
+ * caller that makes room. */
 size_t tk_ring_take(tk_ring *r, uint64_t limit, tk_ring_batch *b);
 
-/* Bytes currently held (published and not yet consumed or evicted). */
+/* Bytes of ring currently held (published and not yet consumed or
+ * evicted). */
 uint64_t tk_ring_used(tk_ring *r);
 
 #endif

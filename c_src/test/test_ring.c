@@ -20,6 +20,13 @@ static void pay_fill(unsigned char *p, uint64_t seq, size_t len)
         p[i] = (unsigned char)(seq + i);
 }
 
+/* The stamp of record `seq`: increasing by 1 to 8191, from 2^62 on (so
+ * that a whole stamp takes 9 bytes and a delta 1 or 2). */
+static uint64_t stamp_of(uint64_t seq)
+{
+    return (UINT64_C(1) << 62) + (seq << 12) + ((seq * 2654435761u) & 0xfff);
+}
+
 static int pay_ok(const unsigned char *p, size_t len, uint64_t *seq)
 {
     if (len < 8)
@@ -38,7 +45,7 @@ TK_TEST(ring_rejects_bad_sizes)
     TK_CHECK_EQ(tk_ring_init(&r, 2048, TK_RING_DROP), -1);
     TK_CHECK_EQ(tk_ring_init(&r, 4096 + 8, TK_RING_DROP), -1);
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
-    TK_CHECK_EQ(tk_ring_max_payload(&r), 1024 - TK_RING_HEADER);
+    TK_CHECK_EQ(tk_ring_max_payload(&r), 1024 - TK_RING_HEAD_MAX);
     tk_ring_destroy(&r);
 }
 
@@ -99,30 +106,41 @@ TK_TEST(ring_wraps_around)
     tk_ring_destroy(&r);
 }
 
+/* In a ring of 4096 bytes (segments of 64 bytes), a payload of 30 bytes
+ * with a stamp below 128 takes 32 bytes: one byte of size (32 << 1), one
+ * of stamp (whole or delta alike). */
+#define REC32 30
+
 TK_TEST(ring_full_drops_and_counts)
 {
     tk_ring r;
     unsigned char in[64] = {0}, out[1024];
     ring_rec rec;
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
-    /* A payload of 64 - TK_RING_HEADER bytes: records of 64 bytes, 64 fill 4096. */
     int accepted = 0;
-    for (int i = 0; i < 100; i++)
-        accepted += tk_ring_push(&r, (uint64_t)i, in, 64 - TK_RING_HEADER) == 0;
-    TK_CHECK_EQ(accepted, 64);
-    TK_CHECK_EQ(atomic_load(&r.dropped), 36);
-    TK_CHECK_EQ(atomic_load(&r.written), 64);
-    TK_CHECK(!tk_ring_fits(&r, 1));
+    for (int i = 0; i < 200; i++)
+        accepted += tk_ring_push(&r, (uint64_t)i, in, REC32) == 0;
+    TK_CHECK_EQ(accepted, 128);
+    TK_CHECK_EQ(atomic_load(&r.dropped), 72);
+    TK_CHECK_EQ(atomic_load(&r.written), 128);
+    TK_CHECK_EQ(atomic_load(&r.bytes), 4096);
+    TK_CHECK(!tk_ring_fits(&r, 0));
     tk_ring_count_drop(&r);
-    TK_CHECK_EQ(atomic_load(&r.dropped), 37);
+    TK_CHECK_EQ(atomic_load(&r.dropped), 73);
     /* The oldest are kept: record 0 comes out first. */
     TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
     TK_CHECK_EQ(rec.stamp, 0);
-    TK_CHECK(tk_ring_fits(&r, 64 - TK_RING_HEADER));
-    TK_CHECK(!tk_ring_fits(&r, 64 - TK_RING_HEADER + 1));
+    TK_CHECK_EQ(rec.len, REC32);
+    /* 32 bytes free: tk_ring_fits counts the longest size and stamp (15
+     * bytes) and words: 17 bytes of payload fit, 18 do not; a push counts
+     * what it writes: 30 fit, 31 do not. */
+    TK_CHECK(tk_ring_fits(&r, 17));
+    TK_CHECK(!tk_ring_fits(&r, 18));
+    TK_CHECK_EQ(tk_ring_push(&r, 127, in, REC32 + 1), -1);
+    TK_CHECK_EQ(tk_ring_push(&r, 127, in, REC32), 0);
     /* Too large for any ring of this size: refused and counted. */
     TK_CHECK_EQ(tk_ring_push(&r, 0, in, tk_ring_max_payload(&r) + 1), -1);
-    TK_CHECK_EQ(atomic_load(&r.dropped), 38);
+    TK_CHECK_EQ(atomic_load(&r.dropped), 75);
     tk_ring_destroy(&r);
 }
 
@@ -132,15 +150,23 @@ TK_TEST(ring_overwrite_keeps_newest)
     unsigned char in[64] = {0}, out[1024];
     ring_rec rec;
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_OVERWRITE) == 0);
+    /* Records of 50 bytes (48 of payload). */
     for (int i = 0; i < 100; i++)
         TK_REQUIRE(tk_ring_push(&r, (uint64_t)i, in, 48) == 0);
     TK_CHECK_EQ(atomic_load(&r.written), 100);
-    TK_CHECK_EQ(atomic_load(&r.overwritten), 36);
     TK_CHECK_EQ(atomic_load(&r.dropped), 0);
     TK_CHECK(tk_ring_fits(&r, 500));
-    for (int i = 36; i < 100; i++) {
+    /* The newest are kept, in order, whole: as many as fill the ring but
+     * for what an eviction frees ahead (1/64 of the ring and up to the
+     * next whole stamp: two segments and a record at most). */
+    uint64_t gone = atomic_load(&r.overwritten);
+    TK_CHECK(gone > 0);
+    TK_CHECK((100 - gone) * 50 >= 4096 - 64 - 2 * 64 - 50);
+    TK_CHECK_EQ(tk_ring_used(&r), (100 - gone) * 50);
+    for (uint64_t i = gone; i < 100; i++) {
         TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
-        TK_CHECK_EQ(rec.stamp, (uint64_t)i);
+        TK_CHECK_EQ(rec.stamp, i);
+        TK_CHECK_EQ(rec.len, 48);
     }
     TK_CHECK_EQ(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec), 0);
     tk_ring_destroy(&r);
@@ -157,6 +183,60 @@ TK_TEST(ring_stamps_never_decrease)
     TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
     TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
     TK_CHECK_EQ(rec.stamp, 50);
+    tk_ring_destroy(&r);
+}
+
+/* Stamps of every size (deltas of 0 to 2^63, whole stamps of up to 10
+ * bytes), lengths of every size, evictions of part of the ring and of all
+ * of it, takes of one record and of many: each record comes out as it
+ * went in, in order, and the ring's counts add up. */
+TK_TEST(ring_records_round_trip_through_evictions)
+{
+    static const uint64_t steps[] = {0, 1, 127, 128, 16383, 16384, 1u << 21,
+                                     UINT64_C(1) << 35, UINT64_C(1) << 56,
+                                     UINT64_C(1) << 63};
+    static unsigned char in[1100], out[4096];
+    static uint64_t stamps[20000];
+    tk_ring r;
+    ring_rec rec;
+    TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_OVERWRITE) == 0);
+    uint64_t stamp = 0, next = 0, popped = 0, x = 88172645463325252ull;
+    for (uint64_t seq = 0; seq < 20000; seq++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        uint64_t step = steps[x % 10];
+        stamp = stamp > UINT64_MAX - step ? UINT64_MAX : stamp + step;
+        /* Mostly small records; now and then one of 1,000 bytes or
+         * more, which evicts most of the ring or all of it. */
+        size_t len = x % 97 == 0 ? tk_ring_max_payload(&r) - (size_t)(x % 5)
+                                 : 8 + (size_t)((x >> 8) % 70);
+        pay_fill(in, seq, len);
+        stamps[seq] = stamp;
+        TK_REQUIRE(tk_ring_push(&r, stamp, in, len) == 0);
+        if ((x >> 20) % 7 == 0) { /* take a batch of 1 to 4 records */
+            size_t want = 1 + (size_t)((x >> 24) % 4);
+            while (want-- > 0 &&
+                   ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec)) {
+                uint64_t got;
+                TK_REQUIRE(pay_ok(out, rec.len, &got));
+                TK_CHECK(got >= next);
+                TK_CHECK_EQ(rec.stamp, stamps[got]);
+                next = got + 1;
+                popped++;
+            }
+        }
+    }
+    while (ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec)) {
+        uint64_t got;
+        TK_REQUIRE(pay_ok(out, rec.len, &got));
+        TK_CHECK(got >= next);
+        TK_CHECK_EQ(rec.stamp, stamps[got]);
+        next = got + 1;
+        popped++;
+    }
+    TK_CHECK_EQ(next, 20000);
+    TK_CHECK_EQ(popped + atomic_load(&r.overwritten), 20000);
+    TK_CHECK(atomic_load(&r.overwritten) > 1000);
+    TK_CHECK_EQ(tk_ring_used(&r), 0);
     tk_ring_destroy(&r);
 }
 
@@ -177,7 +257,7 @@ static void *spsc_producer(void *arg)
     for (uint64_t seq = 0; seq < (uint64_t)s->n; seq++) {
         size_t len = pay_len(seq, max < 300 ? max : 300);
         pay_fill(buf, seq, len);
-        (void)tk_ring_push(&s->ring, seq, buf, len);
+        (void)tk_ring_push(&s->ring, stamp_of(seq), buf, len);
     }
     atomic_store_explicit(&s->done, 1, memory_order_release);
     return NULL;
@@ -200,7 +280,7 @@ static void spsc_run(tk_ring_policy policy)
         while (ring_pop(&s.ring, tk_ring_head(&s.ring), out, sizeof out,
                            &rec)) {
             uint64_t seq = 0;
-            if (!pay_ok(out, rec.len, &seq) || seq != rec.stamp ||
+            if (!pay_ok(out, rec.len, &seq) || stamp_of(seq) != rec.stamp ||
                 (!first && seq <= prev))
                 ok = 0;
             /* Drop keeps the oldest: no gap is possible before a drop, and
@@ -238,14 +318,14 @@ TK_TEST(ring_exact_fit_with_stale_cached_tail)
     unsigned char in[64] = {0}, out[1024];
     ring_rec rec;
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
-    for (int i = 0; i < 64; i++) /* 64 records of 64 bytes: exactly full */
-        TK_REQUIRE(tk_ring_push(&r, (uint64_t)i, in, 64 - TK_RING_HEADER) == 0);
+    for (int i = 0; i < 128; i++) /* 128 records of 32 bytes: exactly full */
+        TK_REQUIRE(tk_ring_push(&r, (uint64_t)i, in, REC32) == 0);
     TK_CHECK_EQ(r.tail_seen, 0); /* never needed the tail yet */
     TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
-    /* 64 bytes free: a 64-byte record fits exactly, a larger one does not. */
-    TK_CHECK(!tk_ring_fits(&r, 64 - TK_RING_HEADER + 1));
-    TK_CHECK_EQ(tk_ring_push(&r, 64, in, 64 - TK_RING_HEADER), 0);
-    TK_CHECK_EQ(atomic_load(&r.dropped), 0);
+    /* 32 bytes free: a 32-byte record fits exactly, a larger one does not. */
+    TK_CHECK_EQ(tk_ring_push(&r, 127, in, REC32 + 1), -1);
+    TK_CHECK_EQ(tk_ring_push(&r, 127, in, REC32), 0);
+    TK_CHECK_EQ(atomic_load(&r.dropped), 1);
     TK_CHECK_EQ(tk_ring_used(&r), 4096);
     tk_ring_destroy(&r);
 }
