@@ -54,6 +54,15 @@ static bool walk(tk_rbuf *r, unsigned depth, walk_ctx *c)
     case TK_T_IMM:
     case TK_T_INT:
         return tk_get_varint(r, &w);
+    case TK_T_ATOM:
+        return tk_get_varint(r, &w) && tk_atom_ok(w);
+    case TK_T_PID:
+        return tk_get_varint(r, &w) && tk_pid_ok(w);
+    case TK_T_NOW:
+        for (int i = 0; i < 3; i++)
+            if (!tk_get_varint(r, &w) || !tk_now_ok(w))
+                return false;
+        return true;
     case TK_T_FLOAT:
         return tk_get_word(r, &w);
     case TK_T_DICT:
@@ -197,6 +206,25 @@ static bool xlate_term(tk_rbuf *r, tk_wbuf *w, unsigned depth,
     switch (tag) {
     case TK_T_IMM:
         return tk_get_svarint(r, &s) && xlate_imm(w, tk_imm_word(s), x);
+    case TK_T_ATOM:
+        return tk_get_varint(r, &v) && tk_atom_ok(v) &&
+               xlate_imm(w, tk_atom_word(v), x);
+    case TK_T_PID:
+        return tk_get_varint(r, &v) && tk_pid_ok(v) &&
+               xlate_imm(w, tk_pid_word(v), x);
+    case TK_T_NOW:
+        /* The tuple: each part of k bytes becomes at most k + 2 (a tag, a
+         * zigzag one bit longer), 8 + (k1 + k2 + k3) bytes from at least
+         * 1 + (k1 + k2 + k3) >= 4: within TK_EVENT_FILE_ROOM. */
+        tk_put_u8(w, TK_T_TUPLE);
+        tk_put_varint(w, 3);
+        for (int i = 0; i < 3; i++) {
+            if (!tk_get_varint(r, &v) || !tk_now_ok(v))
+                return false;
+            tk_put_u8(w, TK_T_INT);
+            tk_put_varint(w, tk_zigzag((int64_t)v));
+        }
+        return true;
     case TK_T_NIL:
     case TK_T_CUT:
         tk_put_u8(w, tag);

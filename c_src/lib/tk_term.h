@@ -42,6 +42,17 @@
  *   TK_T_DICT    k               entry k of the trace file's dictionary
  *                                (only in files, see FORMAT.md: a file
  *                                holds no VM words)
+ *   TK_T_ATOM    k               an atom: its VM word (ERTS's layout,
+ *                                index << 6 | 0x0B) shifted right by 6
+ *   TK_T_PID     k               a local pid: its VM word (index << 4 |
+ *                                0x3) shifted right by 4
+ *   TK_T_NOW     k, k, k         {Mega, Sec, Micro}: three integers of 0
+ *                                to 2^63 - 1 (the timestamps of kinds
+ *                                `timestamp' and `cpu_timestamp')
+ * ATOM and PID are written only where the VM's words were found at load to
+ * have those layouts (tk_codec's check), TK_T_IMM otherwise; like IMM they
+ * are VM words, never in a file. A file holds NOW as the tuple it stands
+ * for.
  * A varint is LEB128: 7 bits a byte, low bits first, the high bit set on
  * every byte but the last; at most 10 bytes (64 bits), and a length or a
  * count at most 2^32 - 1. A signed one is zigzag-mapped first (0, -1, 1,
@@ -80,7 +91,10 @@ enum {
     TK_T_FUN,
     TK_T_CUT,
     TK_T_DICT = 14,
-    TK_T_LAST = TK_T_DICT
+    TK_T_ATOM,
+    TK_T_PID,
+    TK_T_NOW,
+    TK_T_LAST = TK_T_NOW
 };
 
 /* Deepest nesting of containers in an event's term. */
@@ -233,6 +247,20 @@ static inline uint64_t tk_imm_word(int64_t v)
 {
     return (uint64_t)v << 2 | 3u;
 }
+
+/* The words of TK_T_ATOM and TK_T_PID values (ERTS's layouts), and
+ * whether a word has them. */
+#define TK_ATOM_LOW 0x0Bu /* low 6 bits */
+#define TK_PID_LOW 0x3u   /* low 4 bits */
+static inline uint64_t tk_atom_word(uint64_t k) { return k << 6 | TK_ATOM_LOW; }
+static inline uint64_t tk_pid_word(uint64_t k) { return k << 4 | TK_PID_LOW; }
+static inline bool tk_is_atom_word(uint64_t w) { return (w & 0x3f) == TK_ATOM_LOW; }
+static inline bool tk_is_pid_word(uint64_t w) { return (w & 0xf) == TK_PID_LOW; }
+/* Whether a TK_T_ATOM or TK_T_PID value makes a word (no bits lost). */
+static inline bool tk_atom_ok(uint64_t k) { return k < (UINT64_C(1) << 58); }
+static inline bool tk_pid_ok(uint64_t k) { return k < (UINT64_C(1) << 60); }
+/* A TK_T_NOW part: 0 to 2^63 - 1. */
+static inline bool tk_now_ok(uint64_t k) { return k <= (uint64_t)INT64_MAX; }
 
 /* Whether n more elements (each at least one byte) can follow. */
 static inline bool tk_count_ok(const tk_rbuf *r, uint64_t n)

@@ -29,6 +29,26 @@ static bool imm_check(ErlNifEnv *env)
     return true;
 }
 
+/* See tk_codec.words_ok: atoms, small integers and local pids have ERTS's
+ * layouts (tk_term.h). The pid is the loading process's, when the load's
+ * environment has one. */
+static bool words_check(ErlNifEnv *env)
+{
+    ErlNifPid self;
+    ERL_NIF_TERM ok = enif_make_atom(env, "ok");
+    const int64_t ints[] = {0, 5, -5, INT64_C(1) << 40, -(INT64_C(1) << 40)};
+    if (!tk_is_atom_word(ok) || tk_atom_word(ok >> 6) != ok)
+        return false;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if ((uint64_t)enif_make_int64(env, ints[i]) != ((uint64_t)ints[i] << 4 | 0xf))
+            return false;
+    if (enif_self(env, &self) == NULL)
+        return false;
+    ERL_NIF_TERM pid = enif_make_pid(env, &self);
+    return tk_is_pid_word(pid) && enif_is_pid(env, pid) &&
+           !tk_is_atom_word(pid) && (pid & 0xf) != 0xf;
+}
+
 int tk_codec_init(tk_codec *c, ErlNifEnv *env)
 {
     memset(c, 0, sizeof *c);
@@ -50,6 +70,7 @@ int tk_codec_init(tk_codec *c, ErlNifEnv *env)
     c->am_monotonic = enif_make_atom(env, "monotonic");
     c->am_strict_monotonic = enif_make_atom(env, "strict_monotonic");
     c->imm_ok = imm_check(env);
+    c->words_ok = c->imm_ok && words_check(env);
     return 0;
 }
 

@@ -34,6 +34,11 @@ typedef struct {
      * since long before OTP 27, but not an API, so it is checked when the
      * library loads and used only if the check passed. */
     bool imm_ok;
+    /* Whether atoms, small integers and local pids have the layouts of
+     * tk_term.h (checked the same way): then atoms and pids are written
+     * as TK_T_ATOM and TK_T_PID, small integers as TK_T_INT, in fewer
+     * bytes than their words. */
+    bool words_ok;
 } tk_codec;
 
 /* 0, or -1 when the atoms could not be made. */

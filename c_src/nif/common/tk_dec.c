@@ -20,7 +20,7 @@ typedef struct {
     const ERL_NIF_TERM *dict;
     size_t ndict;
     /* A record of a trace file: it comes from outside this VM, so it may
-     * hold no VM words (TK_T_IMM), which would be taken for
+     * hold no VM words (TK_T_IMM, ATOM, PID), which would be taken for
      * terms as they are. */
     bool file;
 } dec;
@@ -150,6 +150,24 @@ static int dec_value(dec *d, ERL_NIF_TERM *out)
             return 0;
         *out = (ERL_NIF_TERM)tk_imm_word(v);
         return 1;
+    case TK_T_ATOM:
+    case TK_T_PID:
+        if (d->file || !tk_get_varint(&d->r, &w) ||
+            !(tag == TK_T_ATOM ? tk_atom_ok(w) : tk_pid_ok(w)))
+            return 0;
+        *out = (ERL_NIF_TERM)(tag == TK_T_ATOM ? tk_atom_word(w) : tk_pid_word(w));
+        return 1;
+    case TK_T_NOW: {
+        /* Only a ring's records hold it: a file holds the tuple. */
+        ERL_NIF_TERM part[3];
+        for (int i = 0; i < 3; i++) {
+            if (d->file || !tk_get_varint(&d->r, &w) || !tk_now_ok(w))
+                return 0;
+            part[i] = enif_make_uint64(d->env, (ErlNifUInt64)w);
+        }
+        *out = enif_make_tuple_from_array(d->env, part, 3);
+        return 1;
+    }
     case TK_T_DICT: {
         uint32_t i;
         if (!tk_get_len(&d->r, &i) || d->dict == NULL || i >= d->ndict)

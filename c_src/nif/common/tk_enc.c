@@ -85,7 +85,16 @@ static void enc_imm(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
         enc_ext(e, t, limit);
         return;
     }
-    enc_varint(e, TK_T_IMM, tk_zigzag(tk_imm_value((uint64_t)t)), limit);
+    uint64_t w = (uint64_t)t;
+    if (e->c->words_ok) {
+        if (tk_is_atom_word(w))
+            return enc_varint(e, TK_T_ATOM, w >> 6, limit);
+        if ((w & 0xf) == 0xf) /* a small integer */
+            return enc_varint(e, TK_T_INT, tk_zigzag((int64_t)w >> 4), limit);
+        if (tk_is_pid_word(w))
+            return enc_varint(e, TK_T_PID, w >> 4, limit);
+    }
+    enc_varint(e, TK_T_IMM, tk_zigzag(tk_imm_value(w)), limit);
 }
 
 /* A tag, a length and bytes: binaries, external terms, fun names. */
@@ -483,6 +492,31 @@ static void enc_part(enc *e, unsigned tag, bool is_extra, ERL_NIF_TERM t,
     enc_value(e, t, limit, 0);
 }
 
+/* A timestamp of kind `timestamp' or `cpu_timestamp', {Mega, Sec, Micro},
+ * as TK_T_NOW: three varints (nine bytes for today's date, where the
+ * tuple takes thirteen). Anything else as it is. */
+static void enc_now(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
+{
+    int n;
+    const ERL_NIF_TERM *es;
+    uint64_t part[3];
+    size_t need = 1;
+    if (!enif_get_tuple(e->env, t, &n, &es) || n != 3)
+        return enc_value(e, t, limit, 0);
+    for (int i = 0; i < 3; i++) {
+        ErlNifSInt64 v;
+        if (!enif_get_int64(e->env, es[i], &v) || v < 0)
+            return enc_value(e, t, limit, 0);
+        part[i] = (uint64_t)v;
+        need += tk_varint_len(part[i]);
+    }
+    if (room(e, limit) < need)
+        return enc_value(e, t, limit, 0);
+    tk_put_u8(&e->w, TK_T_NOW);
+    for (int i = 0; i < 3; i++)
+        tk_put_varint(&e->w, part[i]);
+}
+
 /* ---- the event ---------------------------------------------------------------- */
 
 static ERL_NIF_TERM field_term(const tk_event_in *ev, tk_event_field f)
@@ -530,6 +564,12 @@ size_t tk_enc_event(ErlNifEnv *env, const tk_codec *c, const tk_payload *pl,
             break;
         case TK_F_MSG:
             enc_part(&e, ev->tag, false, t, limit);
+            break;
+        case TK_F_TS:
+            if (ev->ts_kind == TK_TS_NOW || ev->ts_kind == TK_TS_CPU)
+                enc_now(&e, t, limit);
+            else
+                enc_value(&e, t, limit, 0);
             break;
         default:
             enc_value(&e, t, limit, 0);
