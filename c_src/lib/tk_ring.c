@@ -87,11 +87,6 @@ void tk_ring_touch(tk_ring *r)
         atomic_store_explicit(&r->words[(off - 4096) >> 3], 0, memory_order_relaxed);
 }
 
-static inline void store_word(tk_ring *r, uint64_t idx, uint64_t w)
-{
-    atomic_store_explicit(&r->words[idx & r->mask], w, memory_order_relaxed);
-}
-
 static inline uint64_t load_word(tk_ring *r, uint64_t idx)
 {
     return atomic_load_explicit(&r->words[idx & r->mask],
