@@ -134,13 +134,29 @@ crafted_records(Config) ->
             {"imm_v1.tkt", <<"TKTRACE1">>,
              <<0, 0, 1, 16#deadbeefcafe:64/little, 1, 16#12345678fff:64/little>>},
             {"imm32_v1.tkt", <<"TKTRACE1">>, <<0, 0, 2, 3:32/little, 2, 7:32/little>>},
-            {"imm_deep_v1.tkt", <<"TKTRACE1">>, <<0, 0, 8, 1:32/little, 1, 16#41:64/little, 0>>}],
+            {"imm_deep_v1.tkt", <<"TKTRACE1">>, <<0, 0, 8, 1:32/little, 1, 16#41:64/little, 0>>},
+            %% The words of atoms and pids by their index (tags 15 and 16),
+            %% and a timestamp as three varints (tag 17, for the kind
+            %% `timestamp'): only a ring's records hold them.
+            {"atom.tkt", <<"TKTRACE2">>,
+             <<0, 0, 15, (uv(16#deadbeefcafe))/binary, 15, (uv(16#3ffffff))/binary>>},
+            {"pid.tkt", <<"TKTRACE2">>,
+             <<0, 0, 16, (uv(16#deadbeefcafe))/binary, 16, (uv(16#123456789))/binary>>},
+            {"atom_deep.tkt", <<"TKTRACE2">>, <<0, 0, 8, 1, 15, (uv(1 bsl 40))/binary, 0>>},
+            {"now.tkt", <<"TKTRACE2">>, <<16#10, 0, 3, 2, 3, 4, 17, 1, 2, 3>>}],
     Files = [write(filename:join(Dir, N), M, [H, events_chunk([R])]) || {N, M, R} <- Recs],
     Peer = peer([]),
     Results = peer:call(Peer, ?MODULE, read_crafted, [Files], 30000),
     peer:stop(Peer),
     [?assertEqual({error, {corrupt, File, 8 + byte_size(H)}, []}, R)
-     || {File, R} <- lists:zip(Files, Results)].
+     || {File, R} <- lists:zip(Files, Results)],
+    %% tracekit-cat (files of version 2) refuses them too, with the
+    %% chunk's place.
+    [begin
+         {1, <<>>, E} = cat(Config, [File], 200000),
+         ?assertMatch({match, _}, re:run(E, "a chunk that makes no sense at byte "
+                                         ++ integer_to_list(8 + byte_size(H))))
+     end || {File, {_, <<"TKTRACE2">>, _}} <- lists:zip(Files, Recs)].
 
 read_crafted(Files) ->
     [tracekit_file:read(File) || File <- Files].

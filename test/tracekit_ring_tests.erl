@@ -238,3 +238,37 @@ set_bad_config_test_() ->
               {sample, -1}, {sample, 1.5}, {colour, red}]] ++
     [?_assertEqual({error, {badopt, x}}, tracekit_ring:set(R, x)),
      ?_assertError(badarg, tracekit_ring:set(make_ref(), #{paused => true}))].
+
+%% Integers either side of the small-integer range and of 64 bits, and
+%% atoms, pids and ports of this node and another: each comes back as it
+%% was, whether its word went as an index or not.
+boundary_terms_round_trip_test() ->
+    R = ring(#{}),
+    Ints = [X + D || X <- [1 bsl 59, -(1 bsl 59), 1 bsl 60, 1 bsl 63, -(1 bsl 63),
+                           1 bsl 64, -(1 bsl 64)],
+                     D <- [-2, -1, 0, 1]],
+    Remote = binary_to_term(<<131,88,100,0,8,"a@remote",0,0,0,1,0,0,0,0,0,0,0,7>>),
+    Others = [true, false, undefined, '', list_to_atom(lists:duplicate(255, $x)),
+              self(), list_to_pid("<0.0.0>"), list_to_pid("<0.32767.8191>"),
+              Remote, hd(erlang:ports()), make_ref(), []],
+    [?assertEqual(T, round_trip(R, T)) || T <- Ints ++ Others].
+
+%% A timestamp given with the event ({Kind, Ts}, as tracekit:slow/2 records
+%% the calls it keeps) comes back as it was given, {Mega, Sec, Micro} parts
+%% of any size included.
+given_timestamps_round_trip_test() ->
+    R = ring(#{}),
+    Max = 1 bsl 64 - 1,
+    Nows = [{0, 0, 0}, {1, 2, 3}, erlang:timestamp(), {127, 128, 16383},
+            {1 bsl 63 - 1, 1 bsl 63 - 1, 1 bsl 63 - 1}, {1 bsl 63, 0, 0},
+            {0, Max, 0}, {Max, Max, Max}],
+    Given = [{K, T} || K <- [timestamp, cpu_timestamp], T <- Nows] ++
+            [{monotonic, M} || M <- [0, -1, 1 bsl 62, -(1 bsl 63), erlang:monotonic_time()]] ++
+            [{strict_monotonic, {-5, 3}}, {strict_monotonic, {1 bsl 62, 1 bsl 62}}],
+    [begin
+         ok = tracekit_ring:trace_send(send, R, self(), m, #{timestamp => G}),
+         ?assertMatch({_, [{trace_ts, _, send, m, _}]}, {G, tracekit_ring:drain(R)}),
+         ok = tracekit_ring:trace_send(send, R, self(), m, #{timestamp => G}),
+         [{trace_ts, _, send, m, Back}] = tracekit_ring:drain(R),
+         ?assertEqual({G, Ts}, {G, Back})
+     end || {_, Ts} = G <- Given].

@@ -404,3 +404,113 @@ TK_TEST(ring_every_length_round_trips)
         }
     tk_ring_destroy(&r);
 }
+
+/* ---- overwrite under a racing consumer, every size and stamp ----------- */
+
+/* The producer evicts while the consumer copies: records of every length
+ * up to tk_ring_max_payload (a quarter of the ring, so that one eviction
+ * can empty the ring), stamps that stay, step by up to 2^63, jump to
+ * 2^64 - 1 or go back (kept at the last one), taken in batches of 1 to 8.
+ * Every record taken is one that was pushed, with its stamp, in order, and
+ * after the producer stops everything left is taken. */
+struct race {
+    tk_ring ring;
+    long n;
+    atomic_int done;
+    uint64_t *stamps; /* the stamp each record must come out with */
+    long refused;
+};
+
+static uint64_t race_stamp(uint64_t prev, uint64_t x, bool to_end)
+{
+    static const uint64_t steps[] = {0, 1, 127, 128, 16384, UINT64_C(1) << 35,
+                                     UINT64_C(1) << 63};
+    switch (x % 11) {
+    case 0: /* backwards: kept at the last one */
+        return prev / 2;
+    case 1: /* to the end of time */
+        if (to_end)
+            return UINT64_MAX;
+        return prev;
+    default: {
+        uint64_t step = steps[(x >> 8) % 7];
+        return prev > UINT64_MAX - step ? UINT64_MAX : prev + step;
+    }
+    }
+}
+
+static void *race_producer(void *arg)
+{
+    struct race *s = arg;
+    static unsigned char buf[65536];
+    size_t max = tk_ring_max_payload(&s->ring);
+    uint64_t x = 0x9e3779b97f4a7c15ull, stamp = 0, kept = 0;
+    for (uint64_t seq = 0; seq < (uint64_t)s->n; seq++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        /* The jump to 2^64 - 1 in the last eighth only: from there on
+         * every stamp is that one (10 bytes whole, deltas of 0). */
+        stamp = race_stamp(stamp, x >> 4, seq >= (uint64_t)s->n / 8 * 7);
+        size_t len = x % 13 == 0   ? max - (size_t)((x >> 32) % 8)
+                     : x % 5 == 0  ? 8 + (size_t)((x >> 32) % (max - 8))
+                                   : 8 + (size_t)((x >> 32) % 40);
+        kept = stamp > kept ? stamp : kept;
+        s->stamps[seq] = kept;
+        pay_fill(buf, seq, len);
+        if (tk_ring_push(&s->ring, stamp, buf, len) != 0)
+            s->refused++;
+    }
+    atomic_store_explicit(&s->done, 1, memory_order_release);
+    return NULL;
+}
+
+TK_TEST_THREADED(ring_overwrite_race_every_size_and_stamp)
+{
+    static struct race s;
+    static unsigned char out[8192];
+    pthread_t th;
+    TK_REQUIRE(tk_ring_init(&s.ring, 4096, TK_RING_OVERWRITE) == 0);
+    s.n = tk_test_iters(100000, 20);
+    s.stamps = calloc((size_t)s.n, sizeof *s.stamps);
+    TK_REQUIRE(s.stamps != NULL);
+    atomic_store(&s.done, 0);
+    s.refused = 0;
+    pthread_create(&th, NULL, race_producer, &s);
+    uint64_t taken = 0, next = 0, x = 1;
+    long bad = 0;
+    for (int last = 0; !last;) {
+        last = atomic_load_explicit(&s.done, memory_order_acquire);
+        for (;;) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            tk_ring_batch b = {.dst = out, .cap = sizeof out,
+                               .max_recs = 1 + (size_t)(x >> 61)};
+            if (tk_ring_take(&s.ring, tk_ring_head(&s.ring), &b) == 0) {
+                TK_CHECK_EQ(b.need, 0); /* every record fits in out */
+                break;
+            }
+            for (size_t off = 0; off < b.bytes;) {
+                uint64_t hdr, seq = 0;
+                memcpy(&hdr, out + off, 8);
+                size_t len = tk_ring_rec_payload(hdr);
+                if (tk_ring_rec_total(hdr) < TK_RING_HEADER ||
+                    off + tk_ring_rec_total(hdr) > b.bytes ||
+                    !pay_ok(out + off + TK_RING_HEADER, len, &seq) ||
+                    seq < next || seq >= (uint64_t)s.n ||
+                    tk_ring_rec_stamp(out + off) != s.stamps[seq]) {
+                    bad++;
+                    break;
+                }
+                next = seq + 1;
+                taken++;
+                off += tk_ring_rec_total(hdr);
+            }
+        }
+    }
+    pthread_join(th, NULL);
+    TK_CHECK_EQ(s.refused, 0);
+    TK_CHECK_EQ(bad, 0);
+    TK_CHECK_EQ(next, (uint64_t)s.n); /* the newest survives */
+    TK_CHECK_EQ(taken + atomic_load(&s.ring.overwritten), (uint64_t)s.n);
+    TK_CHECK_EQ(tk_ring_used(&s.ring), 0);
+    free(s.stamps);
+    tk_ring_destroy(&s.ring);
+}
