@@ -51,14 +51,17 @@ static bool walk(tk_rbuf *r, unsigned depth, walk_ctx *c)
     case TK_T_NIL:
     case TK_T_CUT:
         return true;
-    case TK_T_IMM:
     case TK_T_INT:
         return tk_get_varint(r, &w);
+    case TK_T_IMM: /* a ring's record only: in a file, refused */
+        return c == NULL && tk_get_varint(r, &w);
     case TK_T_ATOM:
-        return tk_get_varint(r, &w) && tk_atom_ok(w);
+        return c == NULL && tk_get_varint(r, &w) && tk_atom_ok(w);
     case TK_T_PID:
-        return tk_get_varint(r, &w) && tk_pid_ok(w);
+        return c == NULL && tk_get_varint(r, &w) && tk_pid_ok(w);
     case TK_T_NOW:
+        if (c != NULL)
+            return false;
         for (int i = 0; i < 3; i++)
             if (!tk_get_varint(r, &w) || !tk_now_ok(w))
                 return false;

@@ -271,3 +271,43 @@ TK_TEST(ext_file_records)
     free(r2);
     free(deep.p);
 }
+
+/* A VM's words (TK_T_IMM, ATOM, PID) and the ring's timestamps (NOW) are
+ * never in a file: the readers' check refuses a record that holds one, in
+ * a container or not, where the same record with a dictionary entry in
+ * its place passes. */
+TK_TEST(ext_file_records_hold_no_ring_terms)
+{
+    static const unsigned char ring_terms[][5] = {
+        {TK_T_IMM, 0x2d}, {TK_T_ATOM, 5}, {TK_T_PID, 7}, {TK_T_NOW, 1, 2, 3}};
+    static const size_t ring_len[] = {2, 2, 2, 4};
+    uint32_t lens[1] = {5};
+    uint64_t refs = 0;
+    for (size_t k = 0; k < 4; k++) {
+        for (int nested = 0; nested < 2; nested++) {
+            unsigned char rec[32];
+            size_t n = 0;
+            rec[n++] = 0; /* no optional field, no timestamp */
+            rec[n++] = 0; /* the first tag */
+            rec[n++] = TK_T_DICT; /* tracee */
+            rec[n++] = 0;
+            if (nested) { /* trace term: [X] */
+                rec[n++] = TK_T_LIST;
+                rec[n++] = 1;
+            }
+            size_t at = n;
+            memcpy(rec + n, ring_terms[k], ring_len[k]);
+            n += ring_len[k];
+            if (nested)
+                rec[n++] = TK_T_NIL;
+            TK_CHECK(!tk_event_file_check(rec, n, lens, 1, &refs));
+            /* The same with a dictionary entry in its place. */
+            unsigned char ok[32];
+            memcpy(ok, rec, at);
+            ok[at] = TK_T_DICT;
+            ok[at + 1] = 0;
+            memcpy(ok + at + 2, rec + at + ring_len[k], n - at - ring_len[k]);
+            TK_CHECK(tk_event_file_check(ok, n - ring_len[k] + 2, lens, 1, &refs));
+        }
+    }
+}
