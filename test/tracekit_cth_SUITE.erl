@@ -415,8 +415,12 @@ slowest_functions_of_failing_case(Config) ->
                        #xmlAttribute{name = 'data-mfa', value = V} <- As]),
     Bars = xmerl_xpath:string("//*[local-name()='svg' and @class='latency'][1]"
                               "//*[local-name()='rect' and @class='bar']", Doc),
-    ?assertEqual(["2"], [V || #xmlElement{attributes = As} <- Bars,
-                              #xmlAttribute{name = 'data-n', value = V} <- As]).
+    %% The two calls, in one bar or in two (a loaded machine can make one
+    %% of the 30 ms sleeps last into the next bucket).
+    Ns = [list_to_integer(V) || #xmlElement{attributes = As} <- Bars,
+                                #xmlAttribute{name = 'data-n', value = V} <- As],
+    ?assertEqual(2, lists:sum(Ns)),
+    ?assert(length(Ns) =< 2).
 
 %% The hook with no options records the test case process's messages,
 %% process events and seq_trace flow, writes them when the case fails,

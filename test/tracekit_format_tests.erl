@@ -384,8 +384,12 @@ new_bad_options_test_() ->
      || Bad <- [#{records => x}, #{refs => [x]}, #{stacks => 0}, #{stacks => true},
                 #{colour => auto}, #{merge_seq => x}, #{short_refs => 1}]].
 
-%% Whatever the term, a line and no crash, with everything on.
-any_term_with_everything_on_test() ->
+%% Whatever the term, a line and no crash, with everything on (about 7,000
+%% lines: more than EUnit's 5 seconds on a loaded machine, under ASan).
+any_term_with_everything_on_test_() ->
+    {timeout, 120, fun any_term_with_everything_on/0}.
+
+any_term_with_everything_on() ->
     A = p("<0.1.0>"),
     R = make_ref(),
     Odd = ['...', [a | '...'], {'...', <<"ab">>, 100}, [], 1 bsl 300, <<1:3>>, #{R => '...'},
