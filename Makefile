@@ -3,7 +3,8 @@
 #   make            the NIFs and tracekit-cat into priv/, the beams (rebar3)
 #   make test       C core tests, the same under ASan+UBSan and TSan, EUnit, CT,
 #                   the Elixir tests (ExUnit, iex)
-#   make test-all   `make test` on OTP 27, then on OTP 29
+#   make test-all   `make test` on OTP 27, then on OTP 29 (the C core tests,
+#                   which need no OTP, in the first only)
 #   make test-package  tracekit as a dependency: a rebar3 project, its
 #                   release, the Hex-style tarball, a mix project
 #   make check      dialyzer and xref
@@ -159,7 +160,10 @@ beams: nif cat
 otp-info:
 	@echo "OTP $(OTP_REL) (erts $(ERTS_VSN)) from $(OTP_PATH)"
 
-test: otp-info test-c test-c-asan test-c-tsan eunit ct test-elixir
+# The C core tests need no VM: TEST_C= leaves them out (test-all runs them
+# with the first OTP only).
+TEST_C ?= test-c test-c-asan test-c-tsan
+test: otp-info $(TEST_C) eunit ct test-elixir
 
 test-c: build/ctest/plain/tk_tests
 	$<
@@ -236,7 +240,7 @@ endif
 
 test-all:
 	OTP=27 $(MAKE) test
-	OTP=29 $(MAKE) test
+	OTP=29 $(MAKE) test TEST_C=
 
 # tracekit as a project that depends on it gets it (scripts/check-package):
 # with rebar3 and in a release, from a Hex-style tarball, with mix.

@@ -664,7 +664,12 @@ private_dirs(Config) ->
 %% with messages that take a while to encode, as here, nearly every close
 %% left some). Once close/1 returns nothing more is recorded or counted:
 %% the stats do not change, nothing is buffered, and the file holds
-%% `written' events.
+%% `written' events. Each recording process gives up its scheduler after
+%% each send (bump_reductions): its event costs it a few reductions but
+%% long to encode, so it kept a scheduler for a whole time slice and the
+%% 2 and 10 ms waits of each close lasted hundreds of ms (20 s for the 40
+%% closes, 44 s under ASan); its events, as slow as before, are still
+%% being recorded on every scheduler when close/1 runs.
 close_while_recording(Config) ->
     Dir = ?config(priv_dir, Config),
     Paths = [filename:dirname(code:which(M)) || M <- [tracekit_file, ?MODULE]],
@@ -682,7 +687,12 @@ close_while_recording(Config) ->
 close_cycles(Dir, N) ->
     Path = filename:join(Dir, "close_race.tkt"),
     Msg = lists:seq(1, 3000),
-    Ps = [spawn(fun Loop() -> self() ! Msg, receive _ -> ok end, Loop() end)
+    Ps = [spawn(fun Loop() ->
+                        self() ! Msg,
+                        receive _ -> ok end,
+                        erlang:bump_reductions(1000),
+                        Loop()
+                end)
           || _ <- lists:seq(1, 16)],
     Bad = lists:append(
             [begin

@@ -118,8 +118,11 @@ compare(Procs, Expected, Got) ->
             Diff
     end.
 
+%% Each tracee's events, in their order (one pass: a pass per tracee
+%% took a second a round).
 by_tracee(Events, Procs) ->
-    [{P, [Ev || Ev <- Events, element(2, Ev) =:= P]} || P <- Procs].
+    Groups = maps:groups_from_list(fun(Ev) -> element(2, Ev) end, Events),
+    [{P, maps:get(P, Groups, [])} || P <- Procs].
 
 first_difference([], []) ->
     none;

@@ -151,7 +151,12 @@ follow_a_deep_label(_Config) ->
 
 %% Events that take long to encode, on every scheduler: once set/2 has
 %% returned, not one more is recorded (the read section lasts until the
-%% record is pushed).
+%% record is pushed). Each sender gives up its scheduler after each send
+%% (bump_reductions): its event costs it a few reductions but long to
+%% encode, so it kept a scheduler for a whole time slice (hundreds of ms,
+%% some tries seconds) and this process's 5 and 20 ms waits lasted that
+%% long (15 s for the 40 tries, 42 s under ASan); its events, as slow as
+%% before, are still being recorded on every scheduler when set/2 runs.
 set_holds_for_slow_events(_Config) ->
     Big = [{I, <<I:64>>, [I]} || I <- lists:seq(1, 3000)],
     Bad = [Try || Try <- lists:seq(1, 40), not paused_holds(Big)],
@@ -160,7 +165,12 @@ set_holds_for_slow_events(_Config) ->
 paused_holds(Big) ->
     {ok, R} = tracekit_ring:new(#{size => 1 bsl 20, policy => overwrite}),
     S = trace:session_create(edge_slow, {tracekit_ring, R}, []),
-    Ps = [spawn(fun Loop() -> self() ! Big, receive _ -> ok end, Loop() end)
+    Ps = [spawn(fun Loop() ->
+                        self() ! Big,
+                        receive _ -> ok end,
+                        erlang:bump_reductions(1000),
+                        Loop()
+                end)
           || _ <- lists:seq(1, 2 * erlang:system_info(schedulers))],
     [1 = trace:process(S, P, true, [send]) || P <- Ps],
     timer:sleep(5),
