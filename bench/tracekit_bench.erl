@@ -203,7 +203,7 @@ tracer(ring_full_drop) ->
     %% A small ring, filled before the run: every event is refused in
     %% enabled_*, before the VM builds it.
     {ok, R} = tracekit_ring:new(#{size => 4096}),
-    [ok = tracekit_ring:trace_send(send, R, self(), fill, #{}) || _ <- lists:seq(1, 200)],
+    fill_until_refused(R, 10000),
     false = (trace =:= tracekit_ring:enabled_send(send, R, self())),
     {{tracekit_ring, R}, fun() -> tracekit_ring:close(R) end};
 %% A trace file (default 1 MiB buffer per scheduler), its writer thread
@@ -220,6 +220,16 @@ tracer(dbg_file) ->
     File = filename:join(bench_dir(), "dbg.trace"),
     Port = (dbg:trace_port(file, File))(),
     {Port, fun() -> erlang:port_close(Port), file:delete(File) end}.
+
+%% Sends into the ring until enabled_send refuses them (at most N).
+fill_until_refused(_R, 0) ->
+    ok;
+fill_until_refused(R, N) ->
+    case tracekit_ring:enabled_send(send, R, self()) of
+        trace -> ok = tracekit_ring:trace_send(send, R, self(), fill, #{}),
+                 fill_until_refused(R, N - 1);
+        _ -> ok
+    end.
 
 ring_tracer(Opts) ->
     {ok, R} = tracekit_ring:new(Opts),
