@@ -69,10 +69,14 @@ fifo_paths(Config) ->
     ?assertMatch({error, _, []},
                  within(5000, fun() -> tracekit_file:read([Fifo]) end)),
     %% With a reader at the other end: refused as well, and nothing waits.
-    Port = open_port({spawn, "cat " ++ Fifo ++ " > /dev/null"}, []),
+    Port = open_port({spawn, "exec cat " ++ Fifo ++ " > /dev/null"}, []),
+    {os_pid, Cat} = erlang:port_info(Port, os_pid),
     timer:sleep(200),
     ?assertEqual({error, {file, Fifo, espipe}},
                  within(5000, fun() -> tracekit_file:new(#{path => Fifo}) end)),
+    %% cat still waits in open() for a writer that never comes: killed,
+    %% not left behind.
+    _ = os:cmd("kill " ++ integer_to_list(Cat)),
     try port_close(Port) catch error:badarg -> ok end,
     %% Devices are files: /dev/null takes everything.
     {ok, F} = tracekit_file:new(#{path => "/dev/null"}),
