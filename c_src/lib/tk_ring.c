@@ -7,6 +7,7 @@
 
 #include "tk_debug.h"
 #include "tk_mem.h"
+#include "tk_term.h" /* the project's varints */
 
 #ifdef TK_DEBUG
 /* The calling thread, by the address of a thread-local variable. */
@@ -100,55 +101,22 @@ static inline uint64_t load8(const unsigned char *p)
     return v;
 }
 
-/* ---- varints ----------------------------------------------------------- */
-
-static inline size_t put_varint(unsigned char *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (unsigned char)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (unsigned char)v;
-    return n;
-}
-
-static inline size_t varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
+/* ---- a record's fields ---------------------------------------------------- */
 
 /* A record's fields (its total size in the ring with the whole bit, then
- * the stamp or its delta) for a payload of len bytes: their bytes. */
+ * the stamp or its delta) for a payload of len bytes, as varints into p
+ * (room for TK_RING_HEAD_MAX bytes): their bytes. */
 static inline size_t put_head(unsigned char *p, bool whole, uint64_t stamp,
                               size_t len)
 {
-    size_t sl = varint_len(stamp), tl = 1;
+    size_t sl = tk_varint_len(stamp), tl = 1;
     uint64_t base = sl + (uint64_t)len;
-    while (varint_len((base + tl) << 1) > tl)
+    while (tk_varint_len((base + tl) << 1) > tl)
         tl++;
-    put_varint(p, (base + tl) << 1 | whole);
-    put_varint(p + tl, stamp);
+    tk_wbuf w = {p, p + TK_RING_HEAD_MAX};
+    tk_put_varint(&w, (base + tl) << 1 | whole);
+    tk_put_varint(&w, stamp);
     return tl + sl;
-}
-
-/* A varint of at most 10 bytes from p[0 .. n): its length, or 0. */
-static inline size_t get_varint(const unsigned char *p, size_t n, uint64_t *v)
-{
-    uint64_t x = 0;
-    for (size_t i = 0; i < n && i < 10; i++) {
-        x |= (uint64_t)(p[i] & 0x7f) << (7 * i);
-        if (!(p[i] & 0x80)) {
-            *v = x;
-            return i + 1;
-        }
-    }
-    return 0;
 }
 
 /* ---- writing bytes into words ------------------------------------------ */
@@ -289,6 +257,16 @@ static inline uint64_t varint_value(uint64_t x, unsigned n)
     return v;
 }
 
+/* The 8 bytes from ring position pos, from the one or two words they lie
+ * in. */
+static inline uint64_t load_at(tk_ring *r, uint64_t pos)
+{
+    uint64_t idx = pos >> 3;
+    unsigned sh = 8 * (unsigned)(pos & 7);
+    uint64_t x = load_word(r, idx);
+    return sh ? x >> sh | load_word(r, idx + 1) << (64 - sh) : x;
+}
+
 /* Reads the fields of the record at pos, which must end at or before
  * `end`. 0, or -1 when they are not those of a record a push could have
  * written (a torn read in overwrite mode). */
@@ -297,24 +275,22 @@ static inline int read_head(tk_ring *r, uint64_t pos, uint64_t end, rec_head *h)
     uint64_t t;
     /* The common case, both fields within the first 8 bytes: from two
      * words, with no copy. */
-    uint64_t idx = pos >> 3;
-    unsigned sh = 8 * (unsigned)(pos & 7);
-    uint64_t x = load_word(r, idx);
-    if (sh)
-        x = x >> sh | load_word(r, idx + 1) << (64 - sh);
+    uint64_t x = load_at(r, pos);
     unsigned n1 = varint_bytes(x), n2 = n1 && n1 < 8 ? varint_bytes(x >> (8 * n1)) : 0;
     if (n2 != 0 && n1 + n2 <= 8) {
         t = varint_value(x, n1);
         h->stamp = varint_value(x >> (8 * n1), n2);
         h->head = n1 + n2;
     } else {
-        unsigned char b[16];
-        get_bytes(r, pos, b, 16);
-        size_t m1 = get_varint(b, 5, &t);
-        size_t m2 = m1 ? get_varint(b + m1, 16 - m1, &h->stamp) : 0;
-        if (m2 == 0)
+        unsigned char b[TK_RING_HEAD_MAX];
+        get_bytes(r, pos, b, sizeof b);
+        tk_rbuf rb = {b, b + 5}; /* the size: at most 5 bytes */
+        if (!tk_get_varint(&rb, &t))
             return -1;
-        h->head = m1 + m2;
+        rb.end = b + sizeof b;
+        if (!tk_get_varint(&rb, &h->stamp))
+            return -1;
+        h->head = (size_t)(rb.p - b);
     }
     uint64_t total = t >> 1;
     h->whole = t & 1;
@@ -330,11 +306,7 @@ static inline int read_head(tk_ring *r, uint64_t pos, uint64_t end, rec_head *h)
  * it and nobody else writes): only the first field, of at most 5 bytes. */
 static inline uint64_t own_size(tk_ring *r, uint64_t pos, bool *whole)
 {
-    uint64_t idx = pos >> 3;
-    unsigned sh = 8 * (unsigned)(pos & 7);
-    uint64_t x = load_word(r, idx);
-    if (sh)
-        x = x >> sh | load_word(r, idx + 1) << (64 - sh);
+    uint64_t x = load_at(r, pos);
     uint64_t t = (x & 0x80) == 0 ? x & 0x7f : varint_value(x, varint_bytes(x));
     *whole = t & 1;
     return t >> 1;
