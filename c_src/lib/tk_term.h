@@ -248,14 +248,19 @@ static inline uint64_t tk_imm_word(int64_t v)
     return (uint64_t)v << 2 | 3u;
 }
 
-/* The words of TK_T_ATOM and TK_T_PID values (ERTS's layouts), and
- * whether a word has them. */
+/* The words of TK_T_ATOM and TK_T_PID values and of small integers
+ * (ERTS's layouts), and whether a word has them. */
 #define TK_ATOM_LOW 0x0Bu /* low 6 bits */
 #define TK_PID_LOW 0x3u   /* low 4 bits */
 static inline uint64_t tk_atom_word(uint64_t k) { return k << 6 | TK_ATOM_LOW; }
 static inline uint64_t tk_pid_word(uint64_t k) { return k << 4 | TK_PID_LOW; }
 static inline bool tk_is_atom_word(uint64_t w) { return (w & 0x3f) == TK_ATOM_LOW; }
 static inline bool tk_is_pid_word(uint64_t w) { return (w & 0xf) == TK_PID_LOW; }
+/* A small integer's word (value << 4 | 0xF), written as TK_T_INT. */
+#define TK_SMALL_LOW 0xfu /* low 4 bits */
+static inline uint64_t tk_small_word(int64_t v) { return (uint64_t)v << 4 | TK_SMALL_LOW; }
+static inline bool tk_is_small_word(uint64_t w) { return (w & 0xf) == TK_SMALL_LOW; }
+static inline int64_t tk_small_value(uint64_t w) { return (int64_t)w >> 4; }
 /* Whether a TK_T_ATOM or TK_T_PID value makes a word (no bits lost). */
 static inline bool tk_atom_ok(uint64_t k) { return k < (UINT64_C(1) << 58); }
 static inline bool tk_pid_ok(uint64_t k) { return k < (UINT64_C(1) << 60); }

@@ -40,13 +40,13 @@ static bool words_check(ErlNifEnv *env)
     if (!tk_is_atom_word(ok) || tk_atom_word(ok >> 6) != ok)
         return false;
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if ((uint64_t)enif_make_int64(env, ints[i]) != ((uint64_t)ints[i] << 4 | 0xf))
+        if ((uint64_t)enif_make_int64(env, ints[i]) != tk_small_word(ints[i]))
             return false;
     if (enif_self(env, &self) == NULL)
         return false;
     ERL_NIF_TERM pid = enif_make_pid(env, &self);
     return tk_is_pid_word(pid) && enif_is_pid(env, pid) &&
-           !tk_is_atom_word(pid) && (pid & 0xf) != 0xf;
+           !tk_is_atom_word(pid) && !tk_is_small_word(pid);
 }
 
 int tk_codec_init(tk_codec *c, ErlNifEnv *env)

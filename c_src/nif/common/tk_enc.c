@@ -89,8 +89,8 @@ static void enc_imm(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
     if (e->c->words_ok) {
         if (tk_is_atom_word(w))
             return enc_varint(e, TK_T_ATOM, w >> 6, limit);
-        if ((w & 0xf) == 0xf) /* a small integer */
-            return enc_varint(e, TK_T_INT, tk_zigzag((int64_t)w >> 4), limit);
+        if (tk_is_small_word(w))
+            return enc_varint(e, TK_T_INT, tk_zigzag(tk_small_value(w)), limit);
         if (tk_is_pid_word(w))
             return enc_varint(e, TK_T_PID, w >> 4, limit);
     }
