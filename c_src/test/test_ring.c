@@ -190,15 +190,32 @@ TK_TEST(ring_stamps_never_decrease)
  * bytes), lengths of every size, evictions of part of the ring and of all
  * of it, takes of one record and of many: each record comes out as it
  * went in, in order, and the ring's counts add up. */
+/* Takes up to `want` records and checks each against what was pushed:
+ * newer than the last one taken, with its stamp; counts them in *taken. */
+static void take_and_check(tk_ring *r, size_t want, const uint64_t *stamps,
+                           uint64_t *next, uint64_t *taken)
+{
+    static unsigned char out[4096];
+    ring_rec rec;
+    for (size_t n = 0;
+         n < want && ring_pop(r, tk_ring_head(r), out, sizeof out, &rec); n++) {
+        uint64_t got;
+        TK_REQUIRE(pay_ok(out, rec.len, &got));
+        TK_CHECK(got >= *next);
+        TK_CHECK_EQ(rec.stamp, stamps[got]);
+        *next = got + 1;
+        (*taken)++;
+    }
+}
+
 TK_TEST(ring_records_round_trip_through_evictions)
 {
     static const uint64_t steps[] = {0, 1, 127, 128, 16383, 16384, 1u << 21,
                                      UINT64_C(1) << 35, UINT64_C(1) << 56,
                                      UINT64_C(1) << 63};
-    static unsigned char in[1100], out[4096];
+    static unsigned char in[1100];
     static uint64_t stamps[20000];
     tk_ring r;
-    ring_rec rec;
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_OVERWRITE) == 0);
     uint64_t stamp = 0, next = 0, popped = 0, x = 88172645463325252ull;
     for (uint64_t seq = 0; seq < 20000; seq++) {
@@ -212,27 +229,10 @@ TK_TEST(ring_records_round_trip_through_evictions)
         pay_fill(in, seq, len);
         stamps[seq] = stamp;
         TK_REQUIRE(tk_ring_push(&r, stamp, in, len) == 0);
-        if ((x >> 20) % 7 == 0) { /* take a batch of 1 to 4 records */
-            size_t want = 1 + (size_t)((x >> 24) % 4);
-            while (want-- > 0 &&
-                   ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec)) {
-                uint64_t got;
-                TK_REQUIRE(pay_ok(out, rec.len, &got));
-                TK_CHECK(got >= next);
-                TK_CHECK_EQ(rec.stamp, stamps[got]);
-                next = got + 1;
-                popped++;
-            }
-        }
+        if ((x >> 20) % 7 == 0) /* take a batch of 1 to 4 records */
+            take_and_check(&r, 1 + (size_t)((x >> 24) % 4), stamps, &next, &popped);
     }
-    while (ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec)) {
-        uint64_t got;
-        TK_REQUIRE(pay_ok(out, rec.len, &got));
-        TK_CHECK(got >= next);
-        TK_CHECK_EQ(rec.stamp, stamps[got]);
-        next = got + 1;
-        popped++;
-    }
+    take_and_check(&r, SIZE_MAX, stamps, &next, &popped);
     TK_CHECK_EQ(next, 20000);
     TK_CHECK_EQ(popped + atomic_load(&r.overwritten), 20000);
     TK_CHECK(atomic_load(&r.overwritten) > 1000);
