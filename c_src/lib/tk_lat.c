@@ -18,6 +18,14 @@ static inline int has_room(tk_ring *r, unsigned n)
     return tk_ring_fits(r, n * TK_LAT_REC_BYTES - TK_RING_HEAD_MAX);
 }
 
+/* Pushes a record (copied after the room tk_ring_push writes into). */
+static int push_rec(tk_ring *r, uint64_t stamp, const tk_lat_rec *rec)
+{
+    unsigned char buf[TK_RING_ROOM + sizeof *rec];
+    memcpy(buf + TK_RING_ROOM, rec, sizeof *rec);
+    return tk_ring_push(r, stamp, buf + TK_RING_ROOM, sizeof *rec);
+}
+
 static void go_blind(tk_ring *r, unsigned src, uint8_t *blind)
 {
     tk_ring_count_drop(r);
@@ -27,7 +35,7 @@ static void go_blind(tk_ring *r, unsigned src, uint8_t *blind)
     /* Room was kept for it. The stamp is fenced: nothing that happened
      * after the event dropped can have a smaller one. */
     tk_lat_rec m = {0, 0, 0, src, TK_LAT_BLIND};
-    (void)tk_ring_push(r, tk_clock_stamp_fenced(), &m, sizeof m);
+    (void)push_rec(r, tk_clock_stamp_fenced(), &m);
 }
 
 int tk_lat_admit(tk_ring *r, unsigned src, uint8_t *blind)
@@ -47,10 +55,10 @@ int tk_lat_push(tk_ring *r, unsigned src, uint8_t *blind, uint64_t stamp,
     }
     if (*blind) {
         tk_lat_rec m = {0, 0, 0, src, TK_LAT_SIGHTED};
-        (void)tk_ring_push(r, stamp, &m, sizeof m);
+        (void)push_rec(r, stamp, &m);
         *blind = 0;
     }
-    return tk_ring_push(r, stamp, rec, sizeof *rec);
+    return push_rec(r, stamp, rec);
 }
 
 static inline uint64_t mix(uint64_t x)

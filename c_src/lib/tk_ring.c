@@ -47,28 +47,23 @@ int tk_ring_init(tk_ring *r, size_t size, tk_ring_policy policy)
     atomic_init(&r->head, 0);
     r->tail_seen = 0;
     r->last_stamp = 0;
-    r->last_start = 0;
-    r->whole_next = true;
+    r->last_start = UINT64_MAX; /* the first stamp whole */
     r->taken_end = 0;
     r->taken_stamp = 0;
     atomic_init(&r->written, 0);
     atomic_init(&r->dropped, 0);
     atomic_init(&r->overwritten, 0);
-    atomic_init(&r->bytes, 0);
     atomic_init(&r->tail, 0);
 #ifdef TK_DEBUG
     atomic_init(&r->owner, NULL);
 #endif
     r->size = size;
+    r->max_payload = tk_ring_max_payload_of(size);
     r->mask = size / 8 - 1;
     /* Segments of TK_RING_SEGMENT bytes, or 1/64 of a smaller ring, so
      * that an eviction (which frees 1/64 of the ring more than it needs)
      * finds a record with its stamp whole soon after. */
-    unsigned shift = 0;
-    while ((UINT64_C(1) << (shift + 1)) <= TK_RING_SEGMENT &&
-           (UINT64_C(1) << (shift + 1)) <= size / 64)
-        shift++;
-    r->seg_shift = shift;
+    r->seg_size = size / 64 < TK_RING_SEGMENT ? size / 64 : TK_RING_SEGMENT;
     r->policy = policy;
     return 0;
 }
@@ -103,100 +98,93 @@ static inline uint64_t load8(const unsigned char *p)
 
 /* ---- a record's fields ---------------------------------------------------- */
 
-/* A record's fields (its total size in the ring with the whole bit, then
- * the stamp or its delta) for a payload of len bytes, as varints into p
- * (room for TK_RING_HEAD_MAX bytes): their bytes. */
-static inline size_t put_head(unsigned char *p, bool whole, uint64_t stamp,
-                              size_t len)
+/* Any record: the size field counts its own bytes, the fewest that hold
+ * it (adding its 1 to 5 bytes moves the size across a 7-bit boundary at
+ * most once). */
+__attribute__((noinline)) static size_t put_fields_any(unsigned char *payload,
+                                                       bool whole,
+                                                       uint64_t stamp,
+                                                       size_t len)
 {
-    size_t sl = tk_varint_len(stamp), tl = 1;
+    size_t sl = tk_varint_len(stamp);
     uint64_t base = sl + (uint64_t)len;
-    while (tk_varint_len((base + tl) << 1) > tl)
+    size_t tl = tk_varint_len((base + 1) << 1);
+    if (tk_varint_len((base + tl) << 1) > tl)
         tl++;
-    tk_wbuf w = {p, p + TK_RING_HEAD_MAX};
+    tk_wbuf w = {payload - tl - sl, payload};
     tk_put_varint(&w, (base + tl) << 1 | whole);
     tk_put_varint(&w, stamp);
     return tl + sl;
 }
 
+/* Writes a record's two fields (its total size in the ring with the whole
+ * bit, then the stamp or its delta) as varints just before the payload,
+ * into the room the caller keeps there: their bytes (2 to
+ * TK_RING_HEAD_MAX). */
+static inline size_t put_fields(unsigned char *payload, bool whole,
+                                uint64_t stamp, size_t len)
+{
+    /* Most records: a size below 64 bytes (its field one byte) and a
+     * delta of at most 7 bytes, both in one word, stored with the fields
+     * in its high bytes (the bytes below them are room). */
+    size_t sl = tk_varint_len(stamp);
+    uint64_t size = sl + (uint64_t)len + 1;
+    if (size >= 64 || sl > 7)
+        return put_fields_any(payload, whole, stamp, len);
+    uint64_t w = (size << 1 | whole) | tk_varint_word(stamp, sl) << 8;
+    w <<= 8 * (7 - sl);
+    memcpy(payload - 8, &w, 8);
+    return sl + 1;
+}
+
 /* ---- writing bytes into words ------------------------------------------ */
 
-/* The producer appends bytes at a ring position through an accumulator:
- * the word being filled, the bytes already in it, and where it goes. The
- * first word starts with the bytes before the position (the end of the
- * previous record, written again unchanged). Storage is walked with a
- * pointer that goes back to the start at the end. */
-typedef struct {
-    _Atomic uint64_t *p, *base, *lim;
-    uint64_t acc;
-    unsigned n; /* bytes in acc: 0 to 7 */
-} wr;
-
-static inline void wr_start(wr *o, tk_ring *r, uint64_t pos)
+/* Writes n bytes from src at ring position pos. The first word keeps the
+ * bytes before pos (the end of the previous record, written again
+ * unchanged); the last one gets zeros after the n bytes. Each word is one
+ * load of src at the offset that lines its bytes up with the ring's word
+ * (src is plain memory: unaligned loads cost nothing), so no shifting but
+ * for the first and the last. It reads from up to 7 bytes before src when
+ * n < 8: the caller's room (see tk_ring_push). */
+static inline void put_bytes(tk_ring *r, uint64_t pos, const unsigned char *src,
+                             size_t n)
 {
-    o->base = r->words;
-    o->lim = r->words + r->mask + 1;
-    o->p = r->words + ((pos >> 3) & r->mask);
-    o->n = (unsigned)(pos & 7);
-    o->acc = o->n ? atomic_load_explicit(o->p, memory_order_relaxed) &
-                        ((UINT64_C(1) << (8 * o->n)) - 1)
-                  : 0;
-}
-
-static inline void wr_word(wr *o, uint64_t v)
-{
-    atomic_store_explicit(o->p, v, memory_order_relaxed);
-    if (++o->p == o->lim)
-        o->p = o->base;
-}
-
-/* Appends k bytes (1 to 8), the low bytes of v; its other bytes are 0. */
-static inline void wr_put(wr *o, uint64_t v, unsigned k)
-{
-    o->acc |= v << (8 * o->n);
-    o->n += k;
-    if (o->n >= 8) {
-        wr_word(o, o->acc);
-        o->n -= 8;
-        /* The bytes of v that did not fit (none when the word was empty). */
-        o->acc = o->n ? v >> (8 * (k - o->n)) : 0;
-    }
-}
-
-/* Appends len bytes. */
-static inline void wr_bytes(wr *o, const unsigned char *p, size_t len)
-{
-    if (len < 8) {
-        uint64_t v = 0;
-        memcpy(&v, p, len);
-        if (len)
-            wr_put(o, v, (unsigned)len);
+    _Atomic uint64_t *base = r->words, *lim = r->words + r->mask + 1;
+    _Atomic uint64_t *p = r->words + ((pos >> 3) & r->mask);
+    unsigned o = (unsigned)(pos & 7), sh = 8 * o;
+    uint64_t keep = o ? atomic_load_explicit(p, memory_order_relaxed) &
+                            ((UINT64_C(1) << sh) - 1)
+                      : 0;
+    if (n < 8) {
+        /* The n bytes as the last ones of the 8 before src + n. */
+        uint64_t v = load8(src + n - 8) >> (8 * (8 - n));
+        atomic_store_explicit(p, keep | v << sh, memory_order_relaxed);
+        if (o + n > 8) {
+            p = p + 1 == lim ? base : p + 1;
+            atomic_store_explicit(p, v >> (64 - sh), memory_order_relaxed);
+        }
         return;
     }
-    const unsigned char *whole_end = p + (len & ~(size_t)7);
-    if (o->n == 0) {
-        for (; p < whole_end; p += 8)
-            wr_word(o, load8(p));
-    } else {
-        unsigned sh = 8 * o->n;
-        uint64_t acc = o->acc;
-        for (; p < whole_end; p += 8) {
-            uint64_t v = load8(p);
-            wr_word(o, acc | v << sh);
-            acc = v >> (64 - sh);
-        }
-        o->acc = acc;
+    atomic_store_explicit(p, keep | load8(src) << sh, memory_order_relaxed);
+    p = p + 1 == lim ? base : p + 1;
+    /* Whole words from q, in runs that end at the storage's end. */
+    const unsigned char *q = src + 8 - o, *end = src + n;
+    size_t words = (size_t)(end - q) >> 3;
+    while (words > 0) {
+        size_t run = (size_t)(lim - p);
+        if (run > words)
+            run = words;
+        _Atomic uint64_t *run_end = p + run;
+        for (; p < run_end; p++, q += 8)
+            atomic_store_explicit(p, load8(q), memory_order_relaxed);
+        if (p == lim)
+            p = base;
+        words -= run;
     }
-    size_t k = len & 7;
-    if (k) /* the last 1 to 7 bytes: the last 8 shifted down, a fixed load */
-        wr_put(o, load8(whole_end + k - 8) >> (8 * (8 - k)), (unsigned)k);
-}
-
-/* Stores the last, partly filled word. */
-static inline void wr_end(wr *o)
-{
-    if (o->n)
-        atomic_store_explicit(o->p, o->acc, memory_order_relaxed);
+    size_t rest = (size_t)(end - q); /* 0 to 7 bytes */
+    if (rest)
+        atomic_store_explicit(p, load8(end - 8) >> (8 * (8 - rest)),
+                              memory_order_relaxed);
 }
 
 /* ---- reading records back ---------------------------------------------- */
@@ -303,11 +291,17 @@ static inline int read_head(tk_ring *r, uint64_t pos, uint64_t end, rec_head *h)
 
 /* The producer's own view of one of its records: its size in the ring,
  * and whether its stamp is whole. Nothing to check (the producer wrote
- * it and nobody else writes): only the first field, of at most 5 bytes. */
+ * it and nobody else writes): only the first field, of at most 5 bytes,
+ * most often one. That byte is read as a byte of the storage: only this
+ * thread ever writes the ring, so no store can race with the read. */
 static inline uint64_t own_size(tk_ring *r, uint64_t pos, bool *whole)
 {
-    uint64_t x = load_at(r, pos);
-    uint64_t t = (x & 0x80) == 0 ? x & 0x7f : varint_value(x, varint_bytes(x));
+    const unsigned char *bytes = (const unsigned char *)r->words;
+    uint64_t t = bytes[pos & (r->size - 1)];
+    if (t & 0x80) {
+        uint64_t x = load_at(r, pos);
+        t = varint_value(x, varint_bytes(x));
+    }
     *whole = t & 1;
     return t >> 1;
 }
@@ -320,7 +314,8 @@ static inline uint64_t own_size(tk_ring *r, uint64_t pos, bool *whole)
  * to a record whose stamp is whole, or to h: then the next record's is
  * (the consumer cannot know the base of a delta past records it never
  * took). */
-static void evict(tk_ring *r, uint64_t h, uint64_t need)
+__attribute__((noinline)) static void evict(tk_ring *r, uint64_t h,
+                                            uint64_t need)
 {
     /* Free a little more than needed (1/64 of the ring), so that a full
      * ring pays one compare-and-swap per batch of evicted records rather
@@ -347,7 +342,7 @@ static void evict(tk_ring *r, uint64_t h, uint64_t need)
             tk_stat_add(&r->overwritten, n);
             t = end;
             if (end == h)
-                r->whole_next = true;
+                r->last_start = UINT64_MAX; /* the next stamp whole */
         }
         /* On failure t holds the consumer's newer tail: loop. */
     }
@@ -359,7 +354,8 @@ static void evict(tk_ring *r, uint64_t h, uint64_t need)
     atomic_thread_fence(memory_order_release);
 }
 
-int tk_ring_push(tk_ring *r, uint64_t stamp, const void *payload, size_t len)
+int tk_ring_push(tk_ring *r, uint64_t stamp, unsigned char *payload,
+                 size_t len)
 {
     assert_owner(r);
     if (len > tk_ring_max_payload(r)) {
@@ -372,16 +368,14 @@ int tk_ring_push(tk_ring *r, uint64_t stamp, const void *payload, size_t len)
      * within a ring. */
     if (stamp < r->last_stamp)
         stamp = r->last_stamp;
-    /* The length and the stamp: whole for the first record to start in a
-     * segment (and after the ring was emptied by eviction), else the
-     * delta. At most TK_RING_HEAD_MAX bytes, in a zeroed buffer that is
-     * read by whole words. */
-    unsigned char hd[16] = {0};
-    bool whole = r->whole_next || ((h ^ r->last_start) >> r->seg_shift) != 0;
-    size_t hn = put_head(hd, whole, whole ? stamp : stamp - r->last_stamp, len);
-    uint64_t need = hn + len;
-    if (r->policy == TK_RING_DROP) {
-        if (!tk_ring_room(r, h, need, r->tail_seen)) {
+    /* The stamp is whole for the first record to start in a segment, and
+     * after eviction emptied the ring (last_start is then all ones); else
+     * the delta. */
+    bool whole = (h ^ r->last_start) >= r->seg_size;
+    size_t fn = put_fields(payload, whole, whole ? stamp : stamp - r->last_stamp, len);
+    uint64_t need = fn + len;
+    if (!tk_ring_room(r, h, need, r->tail_seen)) {
+        if (r->policy == TK_RING_DROP) {
             /* Acquire: pairs with the consumer's release of tail, so that
              * the consumer has finished reading the space we reuse. */
             r->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire);
@@ -389,34 +383,24 @@ int tk_ring_push(tk_ring *r, uint64_t stamp, const void *payload, size_t len)
                 tk_ring_count_drop(r);
                 return -1;
             }
-        }
-    } else if (!tk_ring_room(r, h, need, r->tail_seen)) {
-        evict(r, h, need);
-        if (r->whole_next && !whole) {
-            /* Everything was evicted: this record starts the ring again
-             * and needs its stamp whole (it fits: the ring is empty). */
-            whole = true;
-            memset(hd, 0, sizeof hd);
-            hn = put_head(hd, true, stamp, len);
-            need = hn + len;
+        } else {
+            evict(r, h, need);
+            if (!whole && r->last_start == UINT64_MAX) {
+                /* Everything was evicted: this record starts the ring
+                 * again and needs its stamp whole (it fits: the ring is
+                 * empty). */
+                fn = put_fields(payload, true, stamp, len);
+                need = fn + len;
+            }
         }
     }
-
-    wr o;
-    wr_start(&o, r, h);
-    wr_put(&o, load8(hd), hn < 8 ? (unsigned)hn : 8);
-    if (hn > 8)
-        wr_put(&o, load8(hd + 8), (unsigned)(hn - 8));
-    wr_bytes(&o, payload, len);
-    wr_end(&o);
+    put_bytes(r, h, payload - fn, need);
     r->last_stamp = stamp;
     r->last_start = h;
-    r->whole_next = false;
     /* Release: the record's bytes are visible to a consumer that sees the
      * new head with an acquire load. */
     atomic_store_explicit(&r->head, h + need, memory_order_release);
     tk_stat_add(&r->written, 1);
-    tk_stat_add(&r->bytes, need);
     return 0;
 }
 

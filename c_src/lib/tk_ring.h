@@ -64,6 +64,7 @@ typedef enum { TK_RING_DROP = 0, TK_RING_OVERWRITE = 1 } tk_ring_policy;
 
 #define TK_RING_HEADER 12u         /* taken form: header (4) + stamp (8) */
 #define TK_RING_HEAD_MAX 15u       /* in the ring: length (5) + stamp (10) */
+#define TK_RING_ROOM 16u           /* before a payload: see tk_ring_push */
 #define TK_RING_SEGMENT 4096u      /* bytes, at most: see above */
 #define TK_RING_MIN_SIZE 4096u     /* bytes */
 #define TK_RING_MAX_SIZE (1u << 30)
@@ -73,12 +74,11 @@ typedef struct tk_ring {
     alignas(64) _Atomic uint64_t head; /* end of the last published record */
     uint64_t tail_seen;                /* producer's cached view of tail */
     uint64_t last_stamp;               /* stamps never decrease in a ring */
-    uint64_t last_start;               /* where the last record starts */
-    bool whole_next;                   /* the next record's stamp whole */
+    uint64_t last_start;               /* where the last record starts;
+                                          all ones: the next stamp whole */
     _Atomic uint64_t written;          /* records published */
     _Atomic uint64_t dropped;          /* records refused (drop policy) */
     _Atomic uint64_t overwritten;      /* records evicted (overwrite policy) */
-    _Atomic uint64_t bytes;            /* bytes published */
 #ifdef TK_DEBUG
     _Atomic(const void *) owner;       /* the producer thread, once known */
 #endif
@@ -92,7 +92,8 @@ typedef struct tk_ring {
     /* Set at init. */
     alignas(64) uint64_t size;         /* bytes, a power of two */
     uint64_t mask;                     /* size / 8 - 1, over words */
-    unsigned seg_shift;                /* log2 of the segment's size */
+    uint64_t seg_size;                 /* bytes, a power of two */
+    size_t max_payload;                /* tk_ring_max_payload_of(size) */
     tk_ring_policy policy;
     _Atomic uint64_t *words;
 } tk_ring;
@@ -134,7 +135,7 @@ static inline size_t tk_ring_max_payload_of(size_t size)
 
 static inline size_t tk_ring_max_payload(const tk_ring *r)
 {
-    return tk_ring_max_payload_of((size_t)r->size);
+    return r->max_payload;
 }
 
 /* Bytes of ring a record with `payload` bytes takes at most (its length
@@ -210,9 +211,13 @@ static inline int tk_ring_fits(tk_ring *r, size_t payload)
     return tk_ring_room(r, h, need, r->tail_seen);
 }
 
-/* Appends a record. Returns 0 when published, -1 when refused (drop policy
- * and no room, or payload too large); refusals are counted in `dropped`. */
-int tk_ring_push(tk_ring *r, uint64_t stamp, const void *payload,
+/* Appends a record. The caller keeps TK_RING_ROOM bytes of its own
+ * before the payload, which the push overwrites: it writes the record's
+ * fields there and copies fields and payload in one pass, whole words
+ * from plain memory. Returns 0 when published, -1 when refused (drop
+ * policy and no room, or payload too large); refusals are counted in
+ * `dropped`. */
+int tk_ring_push(tk_ring *r, uint64_t stamp, unsigned char *payload,
                  size_t len);
 
 /* Counts an event refused before it became a record (for example by
@@ -255,6 +260,13 @@ typedef struct {
  * and b->need says how much room it needs: every record can be taken by a
  * caller that makes room. */
 size_t tk_ring_take(tk_ring *r, uint64_t limit, tk_ring_batch *b);
+
+/* Bytes published since the ring was made (its records' sizes in the
+ * ring): the head, which only grows. Any thread. */
+static inline uint64_t tk_ring_bytes(tk_ring *r)
+{
+    return atomic_load_explicit(&r->head, memory_order_relaxed);
+}
 
 /* Bytes of ring currently held (published and not yet consumed or
  * evicted). */

@@ -343,15 +343,13 @@ static inline void tk_put_word(tk_wbuf *w, uint64_t v)
     w->p += 8;
 }
 
-/* Bytes of v as a varint: 1 to 10. */
+/* Bytes of v as a varint: 1 to 10, its significant bits (1 to 64) over 7
+ * rounded up, computed as (bits * 9 + 64) / 64 (equal for every count of
+ * bits from 1 to 64). */
 static inline size_t tk_varint_len(uint64_t v)
 {
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
+    unsigned top = 63u - (unsigned)__builtin_clzll(v | 1); /* bits - 1 */
+    return (top * 9 + 73) >> 6;
 }
 
 static inline void tk_put_varint(tk_wbuf *w, uint64_t v)
@@ -361,6 +359,24 @@ static inline void tk_put_varint(tk_wbuf *w, uint64_t v)
         v >>= 7;
     }
     *w->p++ = (unsigned char)v;
+}
+
+/* The varint of v (below 2^(7n)) in its n bytes (1 to 8), as the low
+ * bytes of a word: for writers that append whole words. */
+static inline uint64_t tk_varint_word(uint64_t v, size_t n)
+{
+    /* The continuation bit on every byte but the last. */
+    static const uint64_t cont[9] = {
+        0, 0, 0x80, 0x8080, 0x808080, 0x80808080, 0x8080808080,
+        0x808080808080, 0x80808080808080};
+    /* The first four groups of 7 bits without a loop (up to 2^28: every
+     * delta of stamps less than a tenth of a second apart), then the
+     * rest. */
+    uint64_t x = (v & 0x7f) | (v << 1 & 0x7f00) | (v << 2 & 0x7f0000) |
+                 (v << 3 & 0x7f000000);
+    for (size_t i = 4; i < n; i++)
+        x |= (v >> (7 * i) & 0x7f) << (8 * i);
+    return x | cont[n];
 }
 
 /* A varint in exactly `width` bytes (1 to 10, at least tk_varint_len(v)):

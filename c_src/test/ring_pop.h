@@ -1,8 +1,10 @@
-/* ring_pop.h: one record at a time out of a ring, for the tests (the
- * library's consumers take batches, tk_ring_take). */
+/* ring_pop.h: records one at a time into and out of a ring, for the tests
+ * (the library's producers keep room before their payloads, its consumers
+ * take batches). */
 #ifndef TK_TEST_RING_POP_H
 #define TK_TEST_RING_POP_H
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "tk_ring.h"
@@ -29,6 +31,22 @@ static inline int ring_pop(tk_ring *r, uint64_t limit, void *buf, size_t cap,
     rec->len = tk_ring_rec_payload(hdr);
     memmove(p, p + TK_RING_HEADER, rec->len);
     return 1;
+}
+
+/* tk_ring_push of len bytes from anywhere: copied after the room the push
+ * writes into (on the heap for large payloads). */
+static inline int ring_push(tk_ring *r, uint64_t stamp, const void *payload,
+                            size_t len)
+{
+    unsigned char small[TK_RING_ROOM + 1024];
+    unsigned char *buf = len <= 1024 ? small : malloc(TK_RING_ROOM + len);
+    if (buf == NULL)
+        abort();
+    memcpy(buf + TK_RING_ROOM, payload, len);
+    int rc = tk_ring_push(r, stamp, buf + TK_RING_ROOM, len);
+    if (buf != small)
+        free(buf);
+    return rc;
 }
 
 #endif

@@ -1,4 +1,5 @@
 #include "tk_merge.h"
+#include "ring_pop.h"
 #include "tk_test.h"
 
 #include <pthread.h>
@@ -43,7 +44,7 @@ TK_TEST(merge_orders_by_stamp_and_keeps_ring_order)
     uint64_t stamps[3][4] = {{1, 4, 7, 10}, {2, 5, 8, 11}, {3, 6, 9, 12}};
     for (int r = 0; r < 3; r++)
         for (int i = 0; i < 4; i++)
-            tk_ring_push(atomic_load(&rings[r]), stamps[r][i], &stamps[r][i],
+            ring_push(atomic_load(&rings[r]), stamps[r][i], &stamps[r][i],
                          8);
     TK_REQUIRE(tk_merge_collect(&m, rings, 0) == 0);
     TK_CHECK_EQ(tk_merge_staged(&m), 12);
@@ -68,7 +69,7 @@ TK_TEST(merge_limit_per_ring_still_progresses)
     rings_init(2, 65536, TK_RING_DROP);
     TK_REQUIRE(tk_merge_init(&m, 8) == 0);
     for (uint64_t s = 1; s <= 200; s++)
-        tk_ring_push(atomic_load(&rings[s % 2]), s, &s, 8);
+        ring_push(atomic_load(&rings[s % 2]), s, &s, 8);
     uint64_t want = 1;
     const void *p;
     size_t len;
@@ -122,7 +123,7 @@ static void *mig_producer(void *arg)
         long seq = next_seq[tok];
         if (seq < per_tracee) {
             uint64_t rec[2] = {(uint64_t)tok, (uint64_t)seq};
-            while (tk_ring_push(r, tk_clock_stamp_fenced(), rec, sizeof rec) != 0)
+            while (ring_push(r, tk_clock_stamp_fenced(), rec, sizeof rec) != 0)
                 ; /* full: wait for the consumer */
             next_seq[tok] = seq + 1;
             if (seq + 1 == per_tracee)
@@ -263,7 +264,7 @@ static void *vm_scheduler(void *arg)
             for (int w = 2; w < 6; w++)
                 rec[w] = x + (uint64_t)w;
             /* trace_*: the stamp first */
-            if (tk_ring_push(r, tk_clock_stamp(), rec, sizeof rec) != 0)
+            if (ring_push(r, tk_clock_stamp(), rec, sizeof rec) != 0)
                 abort(); /* it fitted a moment ago */
             vm_seq[p]++;
             atomic_fetch_sub_explicit(&vm_left, 1, memory_order_relaxed);
@@ -347,10 +348,10 @@ TK_TEST(merge_hand_out_bound_after_a_cut)
     rings_init(2, 4096, TK_RING_DROP);
     TK_REQUIRE(tk_merge_init(&m, 8) == 0);
     for (uint64_t s = 1; s <= 10; s++)
-        tk_ring_push(atomic_load(&rings[0]), s, &s, 8);
+        ring_push(atomic_load(&rings[0]), s, &s, 8);
     /* Ring 1: the newest staged stamp of ring 0, then the bound itself. */
     for (uint64_t s = 3; s <= 5; s++)
-        tk_ring_push(atomic_load(&rings[1]), s, &s, 8);
+        ring_push(atomic_load(&rings[1]), s, &s, 8);
     TK_REQUIRE(tk_merge_collect(&m, rings, 3) == 0);
     uint64_t first[] = {1, 2, 3, 3}; /* ring 0: 1..3 staged, 4.. left */
     expect_out(&m, first, 4);
@@ -370,12 +371,12 @@ TK_TEST(merge_late_record_boundary)
     rings_init(2, 4096, TK_RING_DROP);
     TK_REQUIRE(tk_merge_init(&m, 8) == 0);
     uint64_t v = 10;
-    tk_ring_push(atomic_load(&rings[0]), v, &v, 8);
+    ring_push(atomic_load(&rings[0]), v, &v, 8);
     tk_merge_heads(&m, rings);
     v = 12; /* at exactly H1 of ring 0 */
-    tk_ring_push(atomic_load(&rings[0]), v, &v, 8);
+    ring_push(atomic_load(&rings[0]), v, &v, 8);
     v = 30; /* at exactly H1 (0) of ring 1 */
-    tk_ring_push(atomic_load(&rings[1]), v, &v, 8);
+    ring_push(atomic_load(&rings[1]), v, &v, 8);
     TK_REQUIRE(tk_merge_take(&m, rings, 0) == 0);
     TK_CHECK_EQ(tk_merge_staged(&m), 3);
     uint64_t first[] = {10};
@@ -402,10 +403,10 @@ TK_TEST(merge_takes_records_larger_than_a_batch)
     for (size_t i = 0; i < big; i++)
         in[i] = (unsigned char)(i * 7);
     uint64_t small = 1;
-    TK_REQUIRE(tk_ring_push(r, 1, &small, 8) == 0);
-    TK_REQUIRE(tk_ring_push(r, 2, in, big) == 0);
+    TK_REQUIRE(ring_push(r, 1, &small, 8) == 0);
+    TK_REQUIRE(ring_push(r, 2, in, big) == 0);
     small = 3;
-    TK_REQUIRE(tk_ring_push(r, 3, &small, 8) == 0);
+    TK_REQUIRE(ring_push(r, 3, &small, 8) == 0);
     TK_REQUIRE(tk_merge_collect(&m, rings, 0) == 0);
     const void *p;
     size_t len;

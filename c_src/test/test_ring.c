@@ -70,7 +70,7 @@ TK_TEST(ring_records_of_varied_size_round_trip)
     for (uint64_t n = 0; n < 24; n++) {
         for (size_t i = 0; i < n; i++)
             in[i] = (unsigned char)(n * 31 + i);
-        TK_REQUIRE(tk_ring_push(&r, 100 + n, in, n) == 0);
+        TK_REQUIRE(ring_push(&r, 100 + n, in, n) == 0);
     }
     for (uint64_t n = 0; n < 24; n++) {
         TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
@@ -81,6 +81,43 @@ TK_TEST(ring_records_of_varied_size_round_trip)
     }
     TK_CHECK_EQ(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec), 0);
     TK_CHECK_EQ(atomic_load(&r.written), 24);
+    tk_ring_destroy(&r);
+}
+
+/* The push writes the record's fields into the TK_RING_ROOM bytes before
+ * the payload and nothing else of the caller's: not the payload, not a
+ * byte before the room. Every length from 0 (the fields alone, fewer than
+ * 8 bytes) to past a word, every stamp length (whole and delta), at every
+ * byte of a word in the ring. */
+TK_TEST(ring_push_writes_only_its_room)
+{
+    tk_ring r;
+    unsigned char buf[32 + TK_RING_ROOM + 40], out[128];
+    unsigned char *pl = buf + 32 + TK_RING_ROOM;
+    ring_rec rec;
+    TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
+    uint64_t stamp = 0;
+    for (size_t len = 0; len <= 40; len++) {
+        for (unsigned k = 0; k < 9; k++) {
+            memset(buf, 0xA5, sizeof buf);
+            for (size_t i = 0; i < len; i++)
+                pl[i] = (unsigned char)(len + 3 * i);
+            /* Deltas of 1 to 9 bytes (41 rounds stay below 2^62); whole
+             * stamps at each segment's first record. */
+            stamp += (uint64_t)1 << (7 * k);
+            TK_REQUIRE(tk_ring_push(&r, stamp, pl, len) == 0);
+            for (size_t i = 0; i < 32; i++)
+                TK_CHECK_EQ(buf[i], 0xA5);
+            for (size_t i = 0; i < len; i++)
+                TK_CHECK_EQ(pl[i], (unsigned char)(len + 3 * i));
+            for (size_t i = len; i < 40; i++)
+                TK_CHECK_EQ(pl[i], 0xA5);
+            TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
+            TK_CHECK_EQ(rec.len, len);
+            TK_CHECK_EQ(rec.stamp, stamp);
+            TK_CHECK(memcmp(out, pl, len) == 0);
+        }
+    }
     tk_ring_destroy(&r);
 }
 
@@ -95,7 +132,7 @@ TK_TEST(ring_wraps_around)
     for (uint64_t seq = 0; seq < 5000; seq++) {
         size_t len = pay_len(seq, max);
         pay_fill(in, seq, len);
-        TK_REQUIRE(tk_ring_push(&r, seq, in, len) == 0);
+        TK_REQUIRE(ring_push(&r, seq, in, len) == 0);
         TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
         uint64_t got;
         TK_REQUIRE(pay_ok(out, rec.len, &got));
@@ -119,11 +156,11 @@ TK_TEST(ring_full_drops_and_counts)
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
     int accepted = 0;
     for (int i = 0; i < 200; i++)
-        accepted += tk_ring_push(&r, (uint64_t)i, in, REC32) == 0;
+        accepted += ring_push(&r, (uint64_t)i, in, REC32) == 0;
     TK_CHECK_EQ(accepted, 128);
     TK_CHECK_EQ(atomic_load(&r.dropped), 72);
     TK_CHECK_EQ(atomic_load(&r.written), 128);
-    TK_CHECK_EQ(atomic_load(&r.bytes), 4096);
+    TK_CHECK_EQ(tk_ring_bytes(&r), 4096);
     TK_CHECK(!tk_ring_fits(&r, 0));
     tk_ring_count_drop(&r);
     TK_CHECK_EQ(atomic_load(&r.dropped), 73);
@@ -136,10 +173,11 @@ TK_TEST(ring_full_drops_and_counts)
      * what it writes: 30 fit, 31 do not. */
     TK_CHECK(tk_ring_fits(&r, 17));
     TK_CHECK(!tk_ring_fits(&r, 18));
-    TK_CHECK_EQ(tk_ring_push(&r, 127, in, REC32 + 1), -1);
-    TK_CHECK_EQ(tk_ring_push(&r, 127, in, REC32), 0);
+    TK_CHECK_EQ(ring_push(&r, 127, in, REC32 + 1), -1);
+    TK_CHECK_EQ(ring_push(&r, 127, in, REC32), 0);
     /* Too large for any ring of this size: refused and counted. */
-    TK_CHECK_EQ(tk_ring_push(&r, 0, in, tk_ring_max_payload(&r) + 1), -1);
+    static unsigned char big[TK_RING_ROOM + 4096];
+    TK_CHECK_EQ(tk_ring_push(&r, 0, big + TK_RING_ROOM, tk_ring_max_payload(&r) + 1), -1);
     TK_CHECK_EQ(atomic_load(&r.dropped), 75);
     tk_ring_destroy(&r);
 }
@@ -152,7 +190,7 @@ TK_TEST(ring_overwrite_keeps_newest)
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_OVERWRITE) == 0);
     /* Records of 50 bytes (48 of payload). */
     for (int i = 0; i < 100; i++)
-        TK_REQUIRE(tk_ring_push(&r, (uint64_t)i, in, 48) == 0);
+        TK_REQUIRE(ring_push(&r, (uint64_t)i, in, 48) == 0);
     TK_CHECK_EQ(atomic_load(&r.written), 100);
     TK_CHECK_EQ(atomic_load(&r.dropped), 0);
     TK_CHECK(tk_ring_fits(&r, 500));
@@ -178,8 +216,8 @@ TK_TEST(ring_stamps_never_decrease)
     unsigned char out[64];
     ring_rec rec;
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
-    TK_REQUIRE(tk_ring_push(&r, 50, "a", 1) == 0);
-    TK_REQUIRE(tk_ring_push(&r, 40, "b", 1) == 0);
+    TK_REQUIRE(ring_push(&r, 50, "a", 1) == 0);
+    TK_REQUIRE(ring_push(&r, 40, "b", 1) == 0);
     TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
     TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
     TK_CHECK_EQ(rec.stamp, 50);
@@ -228,7 +266,7 @@ TK_TEST(ring_records_round_trip_through_evictions)
                                  : 8 + (size_t)((x >> 8) % 70);
         pay_fill(in, seq, len);
         stamps[seq] = stamp;
-        TK_REQUIRE(tk_ring_push(&r, stamp, in, len) == 0);
+        TK_REQUIRE(ring_push(&r, stamp, in, len) == 0);
         if ((x >> 20) % 7 == 0) /* take a batch of 1 to 4 records */
             take_and_check(&r, 1 + (size_t)((x >> 24) % 4), stamps, &next, &popped);
     }
@@ -257,7 +295,7 @@ static void *spsc_producer(void *arg)
     for (uint64_t seq = 0; seq < (uint64_t)s->n; seq++) {
         size_t len = pay_len(seq, max < 300 ? max : 300);
         pay_fill(buf, seq, len);
-        (void)tk_ring_push(&s->ring, stamp_of(seq), buf, len);
+        (void)ring_push(&s->ring, stamp_of(seq), buf, len);
     }
     atomic_store_explicit(&s->done, 1, memory_order_release);
     return NULL;
@@ -319,12 +357,12 @@ TK_TEST(ring_exact_fit_with_stale_cached_tail)
     ring_rec rec;
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
     for (int i = 0; i < 128; i++) /* 128 records of 32 bytes: exactly full */
-        TK_REQUIRE(tk_ring_push(&r, (uint64_t)i, in, REC32) == 0);
+        TK_REQUIRE(ring_push(&r, (uint64_t)i, in, REC32) == 0);
     TK_CHECK_EQ(r.tail_seen, 0); /* never needed the tail yet */
     TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
     /* 32 bytes free: a 32-byte record fits exactly, a larger one does not. */
-    TK_CHECK_EQ(tk_ring_push(&r, 127, in, REC32 + 1), -1);
-    TK_CHECK_EQ(tk_ring_push(&r, 127, in, REC32), 0);
+    TK_CHECK_EQ(ring_push(&r, 127, in, REC32 + 1), -1);
+    TK_CHECK_EQ(ring_push(&r, 127, in, REC32), 0);
     TK_CHECK_EQ(atomic_load(&r.dropped), 1);
     TK_CHECK_EQ(tk_ring_used(&r), 4096);
     tk_ring_destroy(&r);
@@ -337,7 +375,7 @@ TK_TEST(ring_take_reports_the_room_a_record_needs)
     tk_ring r;
     TK_REQUIRE(tk_ring_init(&r, 65536, TK_RING_DROP) == 0);
     static unsigned char in[16000], out[16384];
-    TK_REQUIRE(tk_ring_push(&r, 1, in, sizeof in) == 0);
+    TK_REQUIRE(ring_push(&r, 1, in, sizeof in) == 0);
     tk_ring_batch b = {.dst = out, .cap = 4096, .max_recs = 10};
     TK_CHECK_EQ(tk_ring_take(&r, tk_ring_head(&r), &b), 0);
     TK_CHECK_EQ(b.need, tk_ring_record_size(sizeof in));
@@ -365,7 +403,7 @@ TK_TEST(ring_big_storage_aligned_and_touched)
         unsigned char buf[256];
         uint64_t n = 0;
         for (; n < sizes[k] / 16; n++) /* wraps: 24-byte records */
-            TK_REQUIRE(tk_ring_push(&r, n, &n, sizeof n) == 0);
+            TK_REQUIRE(ring_push(&r, n, &n, sizeof n) == 0);
         ring_rec rec;
         uint64_t last = 0, got = 0, v = 0;
         while (ring_pop(&r, tk_ring_head(&r), buf, sizeof buf, &rec)) {
@@ -395,7 +433,7 @@ TK_TEST(ring_every_length_round_trips)
         for (size_t len = 0; len <= 300; len += 1 + (size_t)round % 3) {
             for (size_t i = 0; i < len; i++)
                 in[i] = (unsigned char)(len * 7 + i);
-            TK_REQUIRE(tk_ring_push(&r, stamp, in, len) == 0);
+            TK_REQUIRE(ring_push(&r, stamp, in, len) == 0);
             TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
             TK_CHECK_EQ(rec.stamp, stamp);
             TK_CHECK_EQ(rec.len, len);
@@ -456,7 +494,7 @@ static void *race_producer(void *arg)
         kept = stamp > kept ? stamp : kept;
         s->stamps[seq] = kept;
         pay_fill(buf, seq, len);
-        if (tk_ring_push(&s->ring, stamp, buf, len) != 0)
+        if (ring_push(&s->ring, stamp, buf, len) != 0)
             s->refused++;
     }
     atomic_store_explicit(&s->done, 1, memory_order_release);

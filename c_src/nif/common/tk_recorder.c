@@ -433,15 +433,16 @@ static void read_opts(const tk_recorder_lib *lib, ErlNifEnv *env,
     }
 }
 
-/* Encodes the event into the thread's buffer and pushes it. A record may
- * take up to the ring's record limit: when the buffer is smaller and the
- * event was cut for want of room, the buffer grows and the event is
- * encoded again. */
+/* Encodes the event into the thread's buffer, after the room the push
+ * writes the record's fields into, and pushes it. A record may take up to
+ * the ring's record limit: when the buffer is smaller and the event was
+ * cut for want of room, the buffer grows and the event is encoded
+ * again. */
 static void record(tk_recorder_lib *lib, ErlNifEnv *env, tk_recorder *r,
                    tk_ring *ring, unsigned slot, uint64_t stamp,
                    const tk_event_in *ev)
 {
-    size_t limit = tk_ring_max_payload(ring), cap;
+    size_t limit = tk_ring_max_payload(ring) + TK_RING_ROOM, cap;
     unsigned char *buf = tk_scratch_get(&lib->scratch, slot, 0, &cap);
     if (buf == NULL) {
         count_lost(r);
@@ -450,7 +451,8 @@ static void record(tk_recorder_lib *lib, ErlNifEnv *env, tk_recorder *r,
     for (;;) {
         bool short_of_room;
         size_t room = cap < limit ? cap : limit;
-        size_t len = tk_enc_event(env, &lib->codec, &r->payload, ev, buf, room,
+        size_t len = tk_enc_event(env, &lib->codec, &r->payload, ev,
+                                  buf + TK_RING_ROOM, room - TK_RING_ROOM,
                                   &short_of_room);
         if (short_of_room && room < limit) {
             size_t want = 2 * cap < limit ? 2 * cap : limit, got;
@@ -463,7 +465,7 @@ static void record(tk_recorder_lib *lib, ErlNifEnv *env, tk_recorder *r,
         }
         if (short_of_room)
             count_truncated(r, slot);
-        (void)tk_ring_push(ring, stamp, buf, len);
+        (void)tk_ring_push(ring, stamp, buf + TK_RING_ROOM, len);
         return;
     }
 }
@@ -560,7 +562,7 @@ void tk_recorder_stats_get(tk_recorder *r, tk_recorder_stats *s)
         s->written += tk_stat_read(&ring->written);
         s->dropped += tk_stat_read(&ring->dropped);
         s->overwritten += tk_stat_read(&ring->overwritten);
-        s->bytes += tk_stat_read(&ring->bytes);
+        s->bytes += tk_ring_bytes(ring);
     }
     s->dropped += atomic_load_explicit(&r->lost, memory_order_relaxed);
 }
