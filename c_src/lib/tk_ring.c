@@ -1,5 +1,6 @@
 #include "tk_ring.h"
 
+#include <stdlib.h>
 #include <string.h>
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -64,6 +65,21 @@ int tk_ring_init(tk_ring *r, size_t size, tk_ring_policy policy)
      * that an eviction (which frees 1/64 of the ring more than it needs)
      * finds a record with its stamp whole soon after. */
     r->seg_size = size / 64 < TK_RING_SEGMENT ? size / 64 : TK_RING_SEGMENT;
+    r->seg_shift = (unsigned)__builtin_ctzll(r->seg_size);
+    r->seg_mask = size / r->seg_size - 1;
+    r->evict_end = r->evict_seq = 0;
+    r->segs = NULL;
+    if (policy == TK_RING_OVERWRITE) {
+        r->segs = malloc((r->seg_mask + 1) * sizeof *r->segs);
+        if (r->segs == NULL) {
+            tk_mem_aligned_free((void *)r->words);
+            r->words = NULL;
+            return -1;
+        }
+        /* No entry is of any lap yet. */
+        for (uint64_t i = 0; i <= r->seg_mask; i++)
+            r->segs[i].pos = UINT64_MAX;
+    }
     r->policy = policy;
     return 0;
 }
@@ -72,6 +88,8 @@ void tk_ring_destroy(tk_ring *r)
 {
     tk_mem_aligned_free((void *)r->words);
     r->words = NULL;
+    free(r->segs);
+    r->segs = NULL;
 }
 
 void tk_ring_touch(tk_ring *r)
@@ -151,39 +169,44 @@ static inline void put_bytes(tk_ring *r, uint64_t pos, const unsigned char *src,
 {
     _Atomic uint64_t *base = r->words, *lim = r->words + r->mask + 1;
     _Atomic uint64_t *p = r->words + ((pos >> 3) & r->mask);
-    unsigned o = (unsigned)(pos & 7), sh = 8 * o;
-    uint64_t keep = o ? atomic_load_explicit(p, memory_order_relaxed) &
-                            ((UINT64_C(1) << sh) - 1)
-                      : 0;
+    unsigned sh = 8 * (unsigned)(pos & 7);
+    /* The bytes before pos (none when pos starts the word: the mask is
+     * then 0). */
+    uint64_t keep = atomic_load_explicit(p, memory_order_relaxed) &
+                    ((UINT64_C(1) << sh) - 1);
     if (n < 8) {
         /* The n bytes as the last ones of the 8 before src + n. */
         uint64_t v = load8(src + n - 8) >> (8 * (8 - n));
         atomic_store_explicit(p, keep | v << sh, memory_order_relaxed);
-        if (o + n > 8) {
+        if (sh + 8 * n > 64) {
             p = p + 1 == lim ? base : p + 1;
             atomic_store_explicit(p, v >> (64 - sh), memory_order_relaxed);
         }
         return;
     }
-    atomic_store_explicit(p, keep | load8(src) << sh, memory_order_relaxed);
-    p = p + 1 == lim ? base : p + 1;
-    /* Whole words from q, in runs that end at the storage's end. */
-    const unsigned char *q = src + 8 - o, *end = src + n;
+    atomic_store_explicit(p++, keep | load8(src) << sh, memory_order_relaxed);
+    /* Whole words from q; then the last 0 to 7 bytes. A record takes at
+     * most a quarter of the ring, so it crosses the storage's end at most
+     * once. */
+    const unsigned char *q = src + 8 - sh / 8, *end = src + n;
     size_t words = (size_t)(end - q) >> 3;
-    while (words > 0) {
-        size_t run = (size_t)(lim - p);
-        if (run > words)
-            run = words;
-        _Atomic uint64_t *run_end = p + run;
-        for (; p < run_end; p++, q += 8)
+    if (words > (size_t)(lim - p)) {
+        for (; p < lim; p++, q += 8)
             atomic_store_explicit(p, load8(q), memory_order_relaxed);
-        if (p == lim)
-            p = base;
-        words -= run;
+        p = base;
     }
-    size_t rest = (size_t)(end - q); /* 0 to 7 bytes */
-    if (rest)
-        atomic_store_explicit(p, load8(end - 8) >> (8 * (8 - rest)),
+    for (; q + 16 <= end; p += 2, q += 16) {
+        atomic_store_explicit(p, load8(q), memory_order_relaxed);
+        atomic_store_explicit(p + 1, load8(q + 8), memory_order_relaxed);
+    }
+    if (q + 8 <= end) {
+        atomic_store_explicit(p++, load8(q), memory_order_relaxed);
+        q += 8;
+    }
+    if (p == lim)
+        p = base;
+    if (q < end)
+        atomic_store_explicit(p, load8(end - 8) >> (8 * (8 - (end - q))),
                               memory_order_relaxed);
 }
 
@@ -289,12 +312,12 @@ static inline int read_head(tk_ring *r, uint64_t pos, uint64_t end, rec_head *h)
     return 0;
 }
 
-/* The producer's own view of one of its records: its size in the ring,
- * and whether its stamp is whole. Nothing to check (the producer wrote
- * it and nobody else writes): only the first field, of at most 5 bytes,
- * most often one. That byte is read as a byte of the storage: only this
- * thread ever writes the ring, so no store can race with the read. */
-static inline uint64_t own_size(tk_ring *r, uint64_t pos, bool *whole)
+/* The producer's own view of one of its records: its size in the ring.
+ * Nothing to check (the producer wrote it and nobody else writes): only
+ * the first field, of at most 5 bytes, most often one. That byte is read
+ * as a byte of the storage: only this thread ever writes the ring, so no
+ * store can race with the read. */
+static inline uint64_t own_size(tk_ring *r, uint64_t pos)
 {
     const unsigned char *bytes = (const unsigned char *)r->words;
     uint64_t t = bytes[pos & (r->size - 1)];
@@ -302,8 +325,53 @@ static inline uint64_t own_size(tk_ring *r, uint64_t pos, bool *whole)
         uint64_t x = load_at(r, pos);
         t = varint_value(x, varint_bytes(x));
     }
-    *whole = t & 1;
     return t >> 1;
+}
+
+/* ---- the overwrite policy's index ------------------------------------------ */
+
+/* An overwrite ring's producer keeps, for each segment, where its record
+ * with a whole stamp starts and how many records were pushed before it.
+ * A segment holds at most one live such record: the first to start in
+ * it, or the first after eviction emptied the ring (which evicted the
+ * segment's earlier ones). An entry is of this lap when its position is
+ * in the segment. So eviction finds where to stop, and counts what it
+ * evicts, without reading the records in between. */
+static inline tk_ring_seg *seg_of(tk_ring *r, uint64_t pos)
+{
+    return &r->segs[(pos >> r->seg_shift) & r->seg_mask];
+}
+
+/* The records pushed before the one at pos (a record from tail on, or
+ * h). From the last eviction's end; else (the consumer moved tail there)
+ * by walking to the next record the index holds: at most a segment's
+ * records. */
+static uint64_t seq_at(tk_ring *r, uint64_t pos, uint64_t h)
+{
+    if (pos == r->evict_end)
+        return r->evict_seq;
+    uint64_t walked = 0;
+    for (; pos < h; pos += own_size(r, pos), walked++) {
+        const tk_ring_seg *g = seg_of(r, pos);
+        if (g->pos == pos)
+            return g->seq - walked;
+    }
+    return tk_stat_read(&r->written) - walked;
+}
+
+/* The first record from lo on whose stamp is whole, and the records
+ * pushed before it; h (and all records) when there is none before h. */
+static uint64_t whole_from(tk_ring *r, uint64_t lo, uint64_t h, uint64_t *seq)
+{
+    for (uint64_t s = lo >> r->seg_shift; s <= h >> r->seg_shift; s++) {
+        const tk_ring_seg *g = &r->segs[s & r->seg_mask];
+        if (g->pos >> r->seg_shift == s && g->pos >= lo && g->pos < h) {
+            *seq = g->seq;
+            return g->pos;
+        }
+    }
+    *seq = tk_stat_read(&r->written);
+    return h;
 }
 
 /* Overwrite policy: evict the oldest records until `need` bytes are free
@@ -323,24 +391,20 @@ __attribute__((noinline)) static void evict(tk_ring *r, uint64_t h,
     uint64_t want = need + r->size / 64;
     uint64_t t = atomic_load_explicit(&r->tail, memory_order_acquire);
     while (!tk_ring_room(r, h, need, t)) {
-        /* Whole records from t until `want` bytes would be free and the
-         * next record's stamp is whole (or the head is reached). */
-        uint64_t end = t, n = 0;
-        while (end < h) {
-            bool whole;
-            uint64_t size = own_size(r, end, &whole);
-            if (whole && tk_ring_room(r, h, want, end))
-                break;
-            end += size;
-            n++;
-        }
+        /* `want` bytes are free from any record at or after lo (see
+         * tk_ring_room; lo is a multiple of 8). Stop at the first whole
+         * stamp from there. */
+        uint64_t lo = ((h + want + 7) & ~(uint64_t)7) - r->size, seq;
+        uint64_t end = whole_from(r, lo > t ? lo : t, h, &seq);
+        uint64_t n = seq - seq_at(r, t, h);
         /* Acquire on both outcomes: a tail moved by the consumer means it
          * finished reading those records before we reuse their space. */
         if (atomic_compare_exchange_weak_explicit(&r->tail, &t, end,
                                                   memory_order_acquire,
                                                   memory_order_acquire)) {
             tk_stat_add(&r->overwritten, n);
-            t = end;
+            r->evict_end = t = end;
+            r->evict_seq = seq;
             if (end == h)
                 r->last_start = UINT64_MAX; /* the next stamp whole */
         }
@@ -389,10 +453,16 @@ int tk_ring_push(tk_ring *r, uint64_t stamp, unsigned char *payload,
                 /* Everything was evicted: this record starts the ring
                  * again and needs its stamp whole (it fits: the ring is
                  * empty). */
+                whole = true;
                 fn = put_fields(payload, true, stamp, len);
                 need = fn + len;
             }
         }
+    }
+    if (whole && r->segs != NULL) {
+        tk_ring_seg *g = seg_of(r, h);
+        g->pos = h;
+        g->seq = tk_stat_read(&r->written);
     }
     put_bytes(r, h, payload - fn, need);
     r->last_stamp = stamp;

@@ -22,7 +22,11 @@
  * the ring was emptied by eviction: in overwrite mode the producer evicts
  * only up to such a record, so the oldest record is always either whole
  * or the one after the last record the consumer took, whose stamp the
- * consumer keeps. A record of a few bytes of payload thus takes one byte
+ * consumer keeps. (The producer of an overwrite ring keeps, per segment,
+ * where that record starts and how many records came before it: 16
+ * bytes a segment, 1/256 of a ring of 1 MiB or more, 1/4 of a 4 KiB one.
+ * So eviction neither reads the records it evicts nor counts them one by
+ * one.) A record of a few bytes of payload thus takes one byte
  * of length and, for events a few microseconds apart, two or three bytes
  * of stamp.
  *
@@ -69,6 +73,11 @@ typedef enum { TK_RING_DROP = 0, TK_RING_OVERWRITE = 1 } tk_ring_policy;
 #define TK_RING_MIN_SIZE 4096u     /* bytes */
 #define TK_RING_MAX_SIZE (1u << 30)
 
+/* An overwrite ring's index entry (see tk_ring.c). */
+typedef struct {
+    uint64_t pos, seq;
+} tk_ring_seg;
+
 typedef struct tk_ring {
     /* Written by the producer only. */
     alignas(64) _Atomic uint64_t head; /* end of the last published record */
@@ -76,6 +85,10 @@ typedef struct tk_ring {
     uint64_t last_stamp;               /* stamps never decrease in a ring */
     uint64_t last_start;               /* where the last record starts;
                                           all ones: the next stamp whole */
+    uint64_t evict_end, evict_seq;     /* where eviction last moved tail,
+                                          and the records pushed before */
+    tk_ring_seg *segs;                 /* overwrite: per segment, its
+                                          record with a whole stamp */
     _Atomic uint64_t written;          /* records published */
     _Atomic uint64_t dropped;          /* records refused (drop policy) */
     _Atomic uint64_t overwritten;      /* records evicted (overwrite policy) */
@@ -93,6 +106,8 @@ typedef struct tk_ring {
     alignas(64) uint64_t size;         /* bytes, a power of two */
     uint64_t mask;                     /* size / 8 - 1, over words */
     uint64_t seg_size;                 /* bytes, a power of two */
+    unsigned seg_shift;                /* log2 of seg_size */
+    uint64_t seg_mask;                 /* segments in the ring - 1 */
     size_t max_payload;                /* tk_ring_max_payload_of(size) */
     tk_ring_policy policy;
     _Atomic uint64_t *words;

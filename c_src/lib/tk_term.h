@@ -369,11 +369,13 @@ static inline uint64_t tk_varint_word(uint64_t v, size_t n)
     static const uint64_t cont[9] = {
         0, 0, 0x80, 0x8080, 0x808080, 0x80808080, 0x8080808080,
         0x808080808080, 0x80808080808080};
-    /* The first four groups of 7 bits without a loop (up to 2^28: every
-     * delta of stamps less than a tenth of a second apart), then the
-     * rest. */
-    uint64_t x = (v & 0x7f) | (v << 1 & 0x7f00) | (v << 2 & 0x7f0000) |
-                 (v << 3 & 0x7f000000);
+    /* The first two groups of 7 bits (up to 2^14), then two more (up to
+     * 2^28: a delta of stamps less than a tenth of a second) without a
+     * loop, then the rest. */
+    uint64_t x = (v & 0x7f) | (v << 1 & 0x7f00);
+    if (n <= 2)
+        return x | (uint64_t)(n - 1) << 7;
+    x |= (v << 2 & 0x7f0000) | (v << 3 & 0x7f000000);
     for (size_t i = 4; i < n; i++)
         x |= (v >> (7 * i) & 0x7f) << (8 * i);
     return x | cont[n];

@@ -278,6 +278,47 @@ TK_TEST(ring_records_round_trip_through_evictions)
     tk_ring_destroy(&r);
 }
 
+/* An overwrite ring with no consumer stays nearly full: eviction stops at
+ * the first record with a whole stamp past the room it wants (the need
+ * and 1/64 of the ring), and such a record starts in every segment a
+ * record starts in. So after each push the ring holds at least its size
+ * less 1/64, a segment and a record; and the records it evicted
+ * and the ones it holds add up to all it took. In rings whose segments
+ * are smaller than a record (4 KiB: 64 bytes) and larger (64 KiB). */
+TK_TEST(ring_overwrite_evicts_little_more_than_it_needs)
+{
+    static unsigned char in[100];
+    static unsigned char out[4096];
+    const size_t sizes[] = {4096, 65536};
+    for (size_t k = 0; k < 2; k++) {
+        tk_ring r;
+        TK_REQUIRE(tk_ring_init(&r, sizes[k], TK_RING_OVERWRITE) == 0);
+        uint64_t x = 2463534242u, low = UINT64_MAX;
+        /* The first segment to start after the room wanted begins
+         * within a segment of it, and its first record within a record
+         * of that (the room is counted in whole words: 7 bytes). */
+        const uint64_t floor = sizes[k] - sizes[k] / 64 - 7 - r.seg_size -
+                               tk_ring_need_max(85);
+        for (uint64_t seq = 0; seq < 50000; seq++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            size_t len = (size_t)(x % 86);
+            TK_REQUIRE(ring_push(&r, 3 * seq + (x >> 40) % 3000, in, len) == 0);
+            uint64_t used = tk_ring_used(&r);
+            TK_CHECK(used <= sizes[k]);
+            if (atomic_load(&r.overwritten) > 0 && used < low)
+                low = used;
+        }
+        TK_CHECK(low >= floor);
+        uint64_t held = 0;
+        ring_rec rec;
+        while (ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec))
+            held++;
+        TK_CHECK_EQ(held + atomic_load(&r.overwritten), 50000);
+        TK_CHECK(held > sizes[k] / 100);
+        tk_ring_destroy(&r);
+    }
+}
+
 /* ---- one producer, one consumer, on two threads ------------------------ */
 
 struct spsc {
