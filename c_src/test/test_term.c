@@ -202,6 +202,46 @@ TK_TEST(term_varints_round_trip)
     TK_CHECK_EQ(tk_varint_len(tk_zigzag(tk_imm_value(UINT64_MAX))), 1);
 }
 
+/* tk_varint_len and tk_varint_word against the plain LEB128 loop, for
+ * values of every count of significant bits (0 to 64): the smallest, the
+ * largest and scattered ones between; tk_varint_word also padded to more
+ * bytes than the value needs, up to 8. */
+static size_t plain_varint(unsigned char *p, uint64_t v, size_t width)
+{
+    size_t n = 0;
+    do {
+        p[n++] = (unsigned char)(v & 0x7f);
+        v >>= 7;
+    } while (v != 0 || n < width);
+    for (size_t i = 0; i + 1 < n; i++)
+        p[i] |= 0x80;
+    return n;
+}
+
+TK_TEST(term_varint_len_and_word_every_bit_count)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (unsigned bits = 0; bits <= 64; bits++) {
+        uint64_t top = bits == 0 ? 0 : UINT64_C(1) << (bits - 1);
+        uint64_t below = top == 0 ? 0 : top - 1; /* the bits under the top one */
+        for (int i = 0; i < 66; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            uint64_t v = i == 0 ? top : i == 1 ? top | below : top | (x & below);
+            unsigned char want[16], got[8];
+            size_t n = plain_varint(want, v, 1);
+            TK_CHECK_EQ(tk_varint_len(v), n);
+            for (size_t width = n; width <= 8; width++) {
+                TK_CHECK_EQ(plain_varint(want, v, width), width);
+                uint64_t w = tk_varint_word(v, width);
+                memcpy(got, &w, 8);
+                TK_CHECK(memcmp(got, want, width) == 0);
+                for (size_t b = width; b < 8; b++)
+                    TK_CHECK_EQ(got[b], 0);
+            }
+        }
+    }
+}
+
 /* A fake VM: words below 1000 are small integers (word / 16), others
  * dictionary entries (word - 1000); word 999 cannot be said. */
 static int fake_imm(void *ctx, uint64_t word, int *is_int, int64_t *ival,
