@@ -593,3 +593,414 @@ TK_TEST_THREADED(ring_overwrite_race_every_size_and_stamp)
     free(s.stamps);
     tk_ring_destroy(&s.ring);
 }
+
+/* ---- the format, modelled plainly -------------------------------------- */
+
+/* What tk_ring.h says a record is, written without the library: LEB128
+ * varints; the size field the fewest bytes that hold the record's size
+ * (that field included) << 1 | whole; the stamp whole for the first record
+ * to start in a segment (TK_RING_SEGMENT bytes, 1/64 of a smaller ring),
+ * else its delta. A model ring keeps the bytes each push must write and
+ * the records not yet taken; pushes and takes are checked against it byte
+ * for byte, from the storage itself and through tk_ring_take. */
+static size_t ref_varint(unsigned char *p, uint64_t v)
+{
+    size_t n = 0;
+    do {
+        p[n++] = (unsigned char)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+        v >>= 7;
+    } while (v != 0);
+    return n;
+}
+
+/* The bytes of a size field for a record of sl bytes of stamp and len of
+ * payload. */
+static size_t ref_size_field(size_t sl, size_t len)
+{
+    unsigned char t[10];
+    size_t tl = 1;
+    while (ref_varint(t, (sl + len + tl) << 1) > tl)
+        tl++;
+    return tl;
+}
+
+/* The record's bytes into p (TK_RING_HEAD_MAX + len): its size, 0 if the
+ * size field would not be the fewest bytes (never). */
+static size_t ref_record(unsigned char *p, bool whole, uint64_t field,
+                         const unsigned char *payload, size_t len)
+{
+    unsigned char s[10];
+    size_t sl = ref_varint(s, field), tl = ref_size_field(sl, len);
+    if (ref_varint(p, (sl + len + tl) << 1 | whole) != tl)
+        return 0;
+    memcpy(p + tl, s, sl);
+    if (len)
+        memcpy(p + tl + sl, payload, len);
+    return tl + sl + len;
+}
+
+static unsigned char ref_byte(uint64_t seq, size_t i)
+{
+    return (unsigned char)(seq * 37 + (seq >> 8) + i * 11 + (i >> 8));
+}
+
+#define MODEL_RECS 16384
+
+typedef struct {
+    tk_ring *r;
+    uint64_t size, seg;
+    uint64_t head, last_start, last_stamp;
+    bool started; /* a record was pushed: last_start means something */
+    unsigned char shadow[65536]; /* the bytes pushes wrote, by position */
+    /* The records not yet taken, oldest first (a circular list). */
+    struct { uint64_t pos, stamp, seq; size_t len; } rec[MODEL_RECS];
+    size_t first, count;
+    uint64_t seq;       /* records pushed (accepted or not) */
+    uint64_t taken, evicted, refused;
+    unsigned char payload[16384];
+    unsigned char want[TK_RING_HEAD_MAX + 16384];
+} model;
+
+static void model_init(model *m, tk_ring *r)
+{
+    m->r = r;
+    m->size = r->size;
+    m->seg = r->size / 64 < TK_RING_SEGMENT ? r->size / 64 : TK_RING_SEGMENT;
+    m->head = m->last_start = m->last_stamp = 0;
+    m->started = false;
+    m->first = m->count = 0;
+    m->seq = m->taken = m->evicted = m->refused = 0;
+}
+
+/* Whether the ring's bytes at positions [from, to) are the model's. */
+static int model_bytes_ok(const model *m, uint64_t from, uint64_t to)
+{
+    const unsigned char *ring = (const unsigned char *)m->r->words;
+    for (uint64_t p = from; p < to; p++)
+        if (ring[p & (m->size - 1)] != m->shadow[p & (m->size - 1)])
+            return 0;
+    return 1;
+}
+
+/* Whether the ring's n bytes from position pos are those at p. */
+static int ring_is(const model *m, uint64_t pos, const unsigned char *p, size_t n)
+{
+    const unsigned char *ring = (const unsigned char *)m->r->words;
+    for (size_t i = 0; i < n; i++)
+        if (ring[(pos + i) & (m->size - 1)] != p[i])
+            return 0;
+    return 1;
+}
+
+/* Takes up to `want` records, each the oldest one not evicted: its
+ * position, stamp and bytes as pushed. Records the model holds before it
+ * were evicted (overwrite policy only), and so were all it holds when the
+ * ring is empty. */
+static void model_take(model *m, size_t want)
+{
+    static unsigned char out[16384 + 64];
+    ring_rec got;
+    for (size_t n = 0; n < want; n++) {
+        if (!ring_pop(m->r, tk_ring_head(m->r), out, sizeof out, &got)) {
+            TK_CHECK_EQ(tk_ring_used(m->r), 0);
+            if (m->r->policy == TK_RING_DROP)
+                TK_CHECK_EQ(m->count, 0);
+            m->evicted += m->count;
+            m->count = 0;
+            return;
+        }
+        while (m->count > 0 && m->rec[m->first].pos < got.pos) {
+            TK_REQUIRE(m->r->policy == TK_RING_OVERWRITE);
+            m->first = (m->first + 1) % MODEL_RECS;
+            m->count--;
+            m->evicted++;
+        }
+        TK_REQUIRE(m->count > 0);
+        TK_REQUIRE(m->rec[m->first].pos == got.pos);
+        TK_CHECK_EQ(got.stamp, m->rec[m->first].stamp);
+        TK_REQUIRE(got.len == m->rec[m->first].len);
+        for (size_t i = 0; i < got.len; i++)
+            if (out[i] != ref_byte(m->rec[m->first].seq, i)) {
+                TK_CHECK_EQ(out[i], ref_byte(m->rec[m->first].seq, i));
+                break;
+            }
+        m->first = (m->first + 1) % MODEL_RECS;
+        m->count--;
+        m->taken++;
+    }
+}
+
+/* Pushes a record of len bytes, from memory of exactly TK_RING_ROOM + len
+ * bytes (so that AddressSanitizer sees a read or write past either end),
+ * and checks what the push did against the model. 1 when accepted. */
+static int model_push(model *m, uint64_t stamp, size_t len)
+{
+    uint64_t seq = m->seq++;
+    for (size_t i = 0; i < len; i++)
+        m->payload[i] = ref_byte(seq, i);
+    if (stamp < m->last_stamp)
+        stamp = m->last_stamp;
+    bool whole = !m->started || (m->head ^ m->last_start) >= m->seg;
+    size_t n = ref_record(m->want, whole, whole ? stamp : stamp - m->last_stamp,
+                          m->payload, len);
+    if (n == 0) {
+        TK_CHECK(n != 0);
+        return 0;
+    }
+    uint64_t tail = atomic_load(&m->r->tail);
+    int fits = tk_ring_room(m->r, m->head, n, tail);
+    unsigned char *buf = malloc(TK_RING_ROOM + len);
+    if (buf == NULL)
+        abort();
+    if (len)
+        memcpy(buf + TK_RING_ROOM, m->payload, len);
+    int rc = tk_ring_push(m->r, stamp, buf + TK_RING_ROOM, len);
+    int same = len == 0 || memcmp(buf + TK_RING_ROOM, m->payload, len) == 0;
+    free(buf);
+    TK_CHECK(same); /* the payload is the caller's: never written */
+    uint64_t h = tk_ring_head(m->r);
+    if (m->r->policy == TK_RING_DROP) {
+        TK_CHECK_EQ(rc, fits ? 0 : -1);
+        if (rc != 0) {
+            TK_CHECK_EQ(h, m->head);
+            m->refused++;
+            return 0;
+        }
+    }
+    TK_CHECK_EQ(rc, 0);
+    /* The record, and the bytes before it in its first word (the end of
+     * the record before, if still to be taken). After an eviction that
+     * emptied the ring, the stamp is whole. */
+    tail = atomic_load(&m->r->tail);
+    uint64_t from = m->head - (m->head & 7);
+    bool ok = h - m->head == n &&
+              model_bytes_ok(m, from > tail ? from : tail, m->head) &&
+              ring_is(m, m->head, m->want, n);
+    if (!ok && !whole && tk_ring_used(m->r) == h - m->head) {
+        n = ref_record(m->want, true, stamp, m->payload, len);
+        ok = h - m->head == n && ring_is(m, m->head, m->want, n);
+    }
+    if (!ok) {
+        TK_CHECK_EQ(h - m->head, n);
+        TK_CHECK(ok);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        m->shadow[(m->head + i) & (m->size - 1)] = m->want[i];
+    if (m->count == MODEL_RECS) {
+        TK_CHECK(m->count < MODEL_RECS);
+        return 0;
+    }
+    size_t at = (m->first + m->count++) % MODEL_RECS;
+    m->rec[at].pos = m->head;
+    m->rec[at].stamp = stamp;
+    m->rec[at].seq = seq;
+    m->rec[at].len = len;
+    m->started = true;
+    m->last_start = m->head;
+    m->last_stamp = stamp;
+    m->head = h;
+    return 1;
+}
+
+/* A step of the stamp of 1 to k bytes as a varint (0 to 127 for one), or
+ * what is left below 2^64. */
+static uint64_t model_stamp(uint64_t prev, uint64_t *x, unsigned k)
+{
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    unsigned b = 1 + (unsigned)(*x % k), bits = 7 * b < 64 ? 7 * b : 64;
+    uint64_t lo = b == 1 ? 0 : UINT64_C(1) << (7 * (b - 1));
+    uint64_t span = bits == 64 ? UINT64_MAX - lo : (UINT64_C(1) << bits) - lo;
+    uint64_t step = lo + (*x >> 3) % span;
+    return prev > UINT64_MAX - step ? UINT64_MAX : prev + step;
+}
+
+/* A filler record that moves the head forward by d bytes when one record
+ * can (its stamp the last one), else by as few as it can. */
+static void model_fill(model *m, uint64_t d)
+{
+    bool whole = !m->started || (m->head ^ m->last_start) >= m->seg;
+    uint64_t field = whole ? m->last_stamp : 0;
+    uint64_t target = d > 900 ? 600 : d;
+    size_t len = 0;
+    for (size_t l = target > 16 ? (size_t)target - 16 : 0; l <= target; l++)
+        if (ref_record(m->want, whole, field, m->payload, l) == target) {
+            len = l;
+            break;
+        }
+    (void)model_push(m, m->last_stamp, len);
+}
+
+/* Every payload length from 0 to 300 starts at every byte of a ring of
+ * 4096 bytes: across its end, ending at it, starting at it, at every byte
+ * of a word; with stamps of 1 to 10 bytes whole and deltas of 1 to 10
+ * bytes (the larger ones for the larger lengths: the stamps grow). */
+static void sweep_lengths_and_offsets(tk_ring_policy policy)
+{
+    enum { SIZE = 4096 };
+    static model m;
+    static unsigned char covered[SIZE];
+    tk_ring r;
+    for (size_t len = 0; len <= 300; len++) {
+        TK_REQUIRE(tk_ring_init(&r, SIZE, policy) == 0);
+        model_init(&m, &r);
+        uint64_t x = 0x9e3779b97f4a7c15ull ^ len, stamp = 0;
+        unsigned k = 1 + (unsigned)(len % 10);
+        stamp = model_stamp(0, &x, k);
+        memset(covered, 0, sizeof covered);
+        size_t left = SIZE;
+        long steps = 0;
+        while (left > 0) {
+            TK_REQUIRE(++steps < 40 * SIZE);
+            size_t off = (size_t)(m.head & (SIZE - 1));
+            if (!covered[off]) {
+                stamp = model_stamp(stamp, &x, k);
+                TK_REQUIRE(model_push(&m, stamp, len));
+                covered[off] = 1;
+                left--;
+            } else {
+                uint64_t d = 1;
+                while (covered[(off + d) & (SIZE - 1)])
+                    d++;
+                model_fill(&m, d);
+            }
+            if (tk_ring_used(&r) > SIZE / 2)
+                model_take(&m, SIZE);
+        }
+        model_take(&m, SIZE);
+        TK_CHECK_EQ(m.count, 0);
+        TK_CHECK_EQ(m.taken, m.seq);
+        TK_CHECK_EQ(atomic_load(&r.dropped), 0);
+        TK_CHECK_EQ(atomic_load(&r.overwritten), 0);
+        TK_CHECK_EQ(tk_ring_bytes(&r), m.head);
+        tk_ring_destroy(&r);
+    }
+}
+
+TK_TEST(ring_drop_every_length_at_every_offset)
+{
+    sweep_lengths_and_offsets(TK_RING_DROP);
+}
+
+TK_TEST(ring_overwrite_every_length_at_every_offset)
+{
+    sweep_lengths_and_offsets(TK_RING_OVERWRITE);
+}
+
+/* Full rings: refusals (drop) and evictions (overwrite) with records of
+ * every length class (0 to 7 bytes, around the size field's 7-bit
+ * boundaries, up to tk_ring_max_payload), stamps of every size (some going
+ * back: kept at the last one), taken now and then in batches of 1 to 8:
+ * every push and every record taken as the model says, the counts adding
+ * up. */
+static void model_full_ring(tk_ring_policy policy, size_t size, unsigned k)
+{
+    static model m;
+    tk_ring r;
+    TK_REQUIRE(tk_ring_init(&r, size, policy) == 0);
+    model_init(&m, &r);
+    size_t max = tk_ring_max_payload(&r);
+    uint64_t x = 0x2545f4914f6cdd1dull + k, stamp = 0;
+    for (long i = 0; i < 6000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t len;
+        switch (x % 8) {
+        case 0: len = (size_t)(x >> 8) % 8; break;
+        case 1: len = 50 + (size_t)(x >> 8) % 20; break;   /* size 64 */
+        case 2: len = 114 + (size_t)(x >> 8) % 20; break;  /* size 128 */
+        case 3: len = max - (size_t)(x >> 8) % 4; break;
+        default: len = (size_t)(x >> 8) % (max + 1); break;
+        }
+        uint64_t s = (x >> 40) % 16 == 0 ? stamp / 2 /* back */
+                                          : model_stamp(stamp, &x, k);
+        (void)model_push(&m, s, len);
+        stamp = m.last_stamp;
+        if ((x >> 20) % 5 == 0)
+            model_take(&m, 1 + (size_t)(x >> 50) % 8);
+        else if ((x >> 20) % 97 == 1)
+            model_take(&m, SIZE_MAX);
+    }
+    model_take(&m, SIZE_MAX);
+    TK_CHECK_EQ(m.count, 0);
+    TK_CHECK_EQ(tk_ring_used(&r), 0);
+    TK_CHECK_EQ(tk_ring_bytes(&r), m.head);
+    if (policy == TK_RING_DROP) {
+        TK_CHECK(m.refused > 100);
+        TK_CHECK_EQ(atomic_load(&r.dropped), m.refused);
+        TK_CHECK_EQ(m.taken + m.refused, m.seq);
+    } else {
+        TK_CHECK(m.evicted > 100);
+        TK_CHECK_EQ(atomic_load(&r.overwritten), m.evicted);
+        TK_CHECK_EQ(m.taken + m.evicted, m.seq);
+    }
+    tk_ring_destroy(&r);
+}
+
+/* Steps of the stamps of up to k bytes, k from 1 to 10: whole stamps
+ * of every size. */
+TK_TEST(ring_full_drop_matches_the_model)
+{
+    for (unsigned k = 1; k <= 10; k++) {
+        model_full_ring(TK_RING_DROP, 4096, k);
+        model_full_ring(TK_RING_DROP, 16384, k);
+    }
+}
+
+TK_TEST(ring_full_overwrite_matches_the_model)
+{
+    for (unsigned k = 1; k <= 10; k++) {
+        model_full_ring(TK_RING_OVERWRITE, 4096, k);
+        model_full_ring(TK_RING_OVERWRITE, 16384, k);
+    }
+}
+
+/* Records whose size field is about to take one byte more (sizes around
+ * 64, 8192 and 2^20 bytes, whose field then takes 2, 3 and 4 bytes: the
+ * field counts its own bytes), with stamps of 1 to 10 bytes. */
+TK_TEST(ring_size_field_at_its_7_bit_boundaries)
+{
+    static model m;
+    static const size_t rings[] = {4096, 65536};
+    tk_ring r;
+    for (size_t k = 0; k < 2; k++) {
+        size_t edge = k == 0 ? 64 : 8192;
+        TK_REQUIRE(tk_ring_init(&r, rings[k], TK_RING_DROP) == 0);
+        model_init(&m, &r);
+        for (unsigned sl = 1; sl <= 10; sl++) {
+            uint64_t stamp = sl == 1 ? 100 : UINT64_C(1) << (7 * (sl - 1));
+            for (size_t len = edge - 12 - sl; len <= edge + 2; len++) {
+                TK_CHECK(model_push(&m, stamp, len));
+                model_take(&m, SIZE_MAX);
+            }
+        }
+        TK_CHECK_EQ(m.taken, m.seq);
+        tk_ring_destroy(&r);
+    }
+    /* Around 2^20 in a ring of 8 MiB: records of a segment and more, every
+     * stamp whole. */
+    size_t edge = (size_t)1 << 20;
+    unsigned char *in = malloc(TK_RING_ROOM + edge + 2);
+    unsigned char *out = malloc(edge + 64);
+    TK_REQUIRE(in != NULL && out != NULL);
+    TK_REQUIRE(tk_ring_init(&r, 8u << 20, TK_RING_DROP) == 0);
+    uint64_t seq = 0;
+    for (unsigned sl = 1; sl <= 10; sl += 9) {
+        uint64_t stamp = sl == 1 ? 100 : UINT64_C(1) << 63;
+        for (size_t len = edge - 6 - sl; len <= edge + 2; len++, seq++) {
+            unsigned char *pl = in + TK_RING_ROOM;
+            for (size_t i = 0; i < len; i++)
+                pl[i] = ref_byte(seq, i);
+            uint64_t h = tk_ring_head(&r);
+            TK_REQUIRE(tk_ring_push(&r, stamp, pl, len) == 0);
+            TK_CHECK_EQ(tk_ring_head(&r) - h, sl + len + ref_size_field(sl, len));
+            ring_rec rec;
+            TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, edge + 64, &rec));
+            TK_CHECK_EQ(rec.stamp, stamp);
+            TK_REQUIRE(rec.len == len);
+            TK_CHECK(memcmp(out, pl, len) == 0);
+        }
+    }
+    tk_ring_destroy(&r);
+    free(in);
+    free(out);
+}
