@@ -225,9 +225,9 @@ TK_TEST(ring_stamps_never_decrease)
 }
 
 /* Stamps of every size (deltas of 0 to 2^63, whole stamps of up to 10
- * bytes), lengths of every size, evictions of part of the ring and of all
- * of it, takes of one record and of many: each record comes out as it
- * went in, in order, and the ring's counts add up. */
+ * bytes), lengths of every size, evictions of a few records and of a
+ * quarter of the ring, takes of one record and of many: each record comes
+ * out as it went in, in order, and the ring's counts add up. */
 /* Takes up to `want` records and checks each against what was pushed:
  * newer than the last one taken, with its stamp; counts them in *taken. */
 static void take_and_check(tk_ring *r, size_t want, const uint64_t *stamps,
@@ -261,7 +261,7 @@ TK_TEST(ring_records_round_trip_through_evictions)
         uint64_t step = steps[x % 10];
         stamp = stamp > UINT64_MAX - step ? UINT64_MAX : stamp + step;
         /* Mostly small records; now and then one of 1,000 bytes or
-         * more, which evicts most of the ring or all of it. */
+         * more, which evicts a quarter of the ring and more. */
         size_t len = x % 97 == 0 ? tk_ring_max_payload(&r) - (size_t)(x % 5)
                                  : 8 + (size_t)((x >> 8) % 70);
         pay_fill(in, seq, len);
