@@ -21,16 +21,17 @@
  * small rings) carries its stamp whole: in overwrite mode the producer
  * evicts only up to such a record, so the oldest record is always either
  * whole or the one after the last record the consumer took, whose stamp
- * the consumer keeps. (Eviction cannot empty the ring: it wants at most
- * a quarter of it and a 64th, and a whole stamp starts within a segment
- * and a record of any position. Were it to, the next record's stamp
- * would be whole too: the push keeps that as a safeguard.) (The producer of an overwrite ring keeps, per segment,
- * where that record starts and how many records came before it: 16
- * bytes a segment, 1/256 of a ring of 1 MiB or more, 1/4 of a 4 KiB one.
- * So eviction neither reads the records it evicts nor counts them one by
- * one.) A record of a few bytes of payload thus takes one byte
- * of length and, for events a few microseconds apart, two or three bytes
- * of stamp.
+ * the consumer keeps. The producer of an overwrite ring keeps, per
+ * segment, where that record starts and how many records came before it
+ * (16 bytes a segment: 1/256 of a ring of 1 MiB or more, 1/4 of a 4 KiB
+ * one), so eviction neither reads the records it evicts nor counts them
+ * one by one. Eviction cannot empty the ring: it wants at most a quarter
+ * of it and a 64th, and a whole stamp starts within a segment and a
+ * record of any position. Were it to, the next record's stamp would be
+ * whole too: the push keeps that as a safeguard.
+ *
+ * A record of a few bytes of payload takes one byte of length and,
+ * for events a few microseconds apart, two or three bytes of stamp.
  *
  * Consumers get records in another form, the taken form (tk_ring_take):
  * each starts at an 8-byte boundary with 4 bytes of header (its total
