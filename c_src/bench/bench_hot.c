@@ -24,7 +24,7 @@ static volatile uint64_t sink;
 /* A send event with payload none is about 40 bytes of payload. */
 __attribute__((noinline)) static void run_push(long n)
 {
-    unsigned char buf[TK_RING_ROOM + 40];
+    unsigned char buf[TK_RING_BUF(40)];
     memset(buf, 7, sizeof buf);
     for (long i = 0; i < n; i++)
         (void)tk_ring_push(&ring, (uint64_t)i, buf + TK_RING_ROOM, 40);
@@ -62,7 +62,7 @@ __attribute__((noinline)) static void run_config_read(long n)
 static tk_ring big_ring;
 __attribute__((noinline)) static void run_send_big(long n)
 {
-    unsigned char buf[TK_RING_ROOM + SEND_PAYLOAD];
+    unsigned char buf[TK_RING_BUF(SEND_PAYLOAD)];
     memset(buf, 7, sizeof buf);
     for (long i = 0; i < n; i++)
         (void)tk_ring_push(&big_ring, 2500 * (uint64_t)i, buf + TK_RING_ROOM,
@@ -160,7 +160,7 @@ int main(void)
     if (src == NULL || tk_ring_init(src, 64 << 20, TK_RING_DROP) != 0 ||
         tk_merge_init(&m, 4) != 0)
         return 1;
-    unsigned char buf[TK_RING_ROOM + 40] = {0};
+    unsigned char buf[TK_RING_BUF(40)] = {0};
     for (long i = 0; i < N; i++)
         (void)tk_ring_push(src, (uint64_t)i, buf + TK_RING_ROOM, 40);
     atomic_store(&rings[0], src);

@@ -18,10 +18,11 @@ static inline int has_room(tk_ring *r, unsigned n)
     return tk_ring_fits(r, n * TK_LAT_REC_BYTES - TK_RING_HEAD_MAX);
 }
 
-/* Pushes a record (copied after the room tk_ring_push writes into). */
+/* Pushes a record (copied after the room tk_ring_push writes into, and
+ * followed by the slack it reads). */
 static int push_rec(tk_ring *r, uint64_t stamp, const tk_lat_rec *rec)
 {
-    unsigned char buf[TK_RING_ROOM + sizeof *rec];
+    unsigned char buf[TK_RING_BUF(sizeof *rec)];
     memcpy(buf + TK_RING_ROOM, rec, sizeof *rec);
     return tk_ring_push(r, stamp, buf + TK_RING_ROOM, sizeof *rec);
 }

@@ -48,7 +48,7 @@ int tk_ring_init(tk_ring *r, size_t size, tk_ring_policy policy)
     atomic_init(&r->head, 0);
     r->tail_seen = 0;
     r->last_stamp = 0;
-    r->last_start = UINT64_MAX; /* the first stamp whole */
+    r->seg_next = 0; /* the first stamp whole */
     r->taken_end = 0;
     r->taken_stamp = 0;
     atomic_init(&r->written, 0);
@@ -406,7 +406,7 @@ __attribute__((noinline)) static void evict(tk_ring *r, uint64_t h,
             r->evict_end = t = end;
             r->evict_seq = seq;
             if (end == h)
-                r->last_start = UINT64_MAX; /* the next stamp whole */
+                r->seg_next = 0; /* the next stamp whole */
         }
         /* On failure t holds the consumer's newer tail: loop. */
     }
@@ -418,10 +418,12 @@ __attribute__((noinline)) static void evict(tk_ring *r, uint64_t h,
     atomic_thread_fence(memory_order_release);
 }
 
-int tk_ring_push(tk_ring *r, uint64_t stamp, unsigned char *payload,
-                 size_t len)
+/* Any record: whole stamps, records of 64 bytes and more, a ring short
+ * of room or at the storage's end. */
+__attribute__((noinline)) static int push_any(tk_ring *r, uint64_t stamp,
+                                              unsigned char *payload,
+                                              size_t len)
 {
-    assert_owner(r);
     if (len > tk_ring_max_payload(r)) {
         tk_ring_count_drop(r);
         return -1;
@@ -433,9 +435,9 @@ int tk_ring_push(tk_ring *r, uint64_t stamp, unsigned char *payload,
     if (stamp < r->last_stamp)
         stamp = r->last_stamp;
     /* The stamp is whole for the first record to start in a segment, and
-     * after eviction emptied the ring (last_start is then all ones); else
-     * the delta. */
-    bool whole = (h ^ r->last_start) >= r->seg_size;
+     * after eviction emptied the ring (seg_next is then 0); else the
+     * delta. */
+    bool whole = h >= r->seg_next;
     size_t fn = put_fields(payload, whole, whole ? stamp : stamp - r->last_stamp, len);
     uint64_t need = fn + len;
     if (!tk_ring_room(r, h, need, r->tail_seen)) {
@@ -449,7 +451,7 @@ int tk_ring_push(tk_ring *r, uint64_t stamp, unsigned char *payload,
             }
         } else {
             evict(r, h, need);
-            if (!whole && r->last_start == UINT64_MAX) {
+            if (!whole && r->seg_next == 0) {
                 /* Everything was evicted: this record starts the ring
                  * again and needs its stamp whole (it fits: the ring is
                  * empty). */
@@ -466,7 +468,71 @@ int tk_ring_push(tk_ring *r, uint64_t stamp, unsigned char *payload,
     }
     put_bytes(r, h, payload - fn, need);
     r->last_stamp = stamp;
-    r->last_start = h;
+    r->seg_next = (h | (r->seg_size - 1)) + 1;
+    /* Release: the record's bytes are visible to a consumer that sees the
+     * new head with an acquire load. */
+    atomic_store_explicit(&r->head, h + need, memory_order_release);
+    tk_stat_add(&r->written, 1);
+    return 0;
+}
+
+static inline void copy_word(_Atomic uint64_t *p, const unsigned char *src,
+                             unsigned k)
+{
+    atomic_store_explicit(p + k, load8(src + 8 * k), memory_order_relaxed);
+}
+
+/* Most records: a delta stamp, fewer than 64 bytes in all (a size field
+ * of one byte) and a delta of at most 7 bytes, with TK_RING_SLACK bytes
+ * free in the ring before the storage's end. Their fields are one word
+ * and they are copied as a fixed run of words: 4, or 9 when they reach
+ * past the fourth. Words past the record's end get whatever follows it
+ * in the caller's memory: that space is free (the room asked for covers
+ * it) and the next record writes over it; a word is read back only up
+ * to head. */
+int tk_ring_push(tk_ring *r, uint64_t stamp, unsigned char *payload,
+                 size_t len)
+{
+    assert_owner(r);
+    uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    if (stamp < r->last_stamp)
+        stamp = r->last_stamp;
+    uint64_t d = stamp - r->last_stamp;
+    size_t sl = tk_varint_len(d);
+    uint64_t need = sl + 1 + (uint64_t)len;
+    uint64_t i = (h >> 3) & r->mask;
+    /* need < 64 and sl < 8 at once; then the ring's words from h's to 9
+     * past it: before the storage's end, and free (as tk_ring_room). */
+    if ((need | sl << 3) >= 64 || h >= r->seg_next ||
+        i > r->mask + 1 - TK_RING_SLACK / 8 ||
+        (h & ~(uint64_t)7) - (r->tail_seen & ~(uint64_t)7) >
+            r->size - TK_RING_SLACK)
+        return push_any(r, stamp, payload, len);
+    /* The fields, in the high bytes of the word before the payload: the
+     * size (with the whole bit 0), then the delta. */
+    uint64_t w = (need << 1 | tk_varint_word(d, sl) << 8) << (8 * (7 - sl));
+    memcpy(payload - 8, &w, 8);
+    /* Before the record, the bytes of h's word that precede h (the end
+     * of the record before), so that every word is one load. */
+    unsigned char *rec = payload - 1 - sl;
+    _Atomic uint64_t *p = r->words + i;
+    unsigned o = (unsigned)(h & 7);
+    uint64_t prev = atomic_load_explicit(p, memory_order_relaxed);
+    uint64_t before = prev << 8 << (8 * (7 - o));
+    memcpy(rec - 8, &before, 8);
+    const unsigned char *src = rec - o;
+    copy_word(p, src, 0);
+    copy_word(p, src, 1);
+    copy_word(p, src, 2);
+    copy_word(p, src, 3);
+    if (o + need > 32) {
+        copy_word(p, src, 4);
+        copy_word(p, src, 5);
+        copy_word(p, src, 6);
+        copy_word(p, src, 7);
+        copy_word(p, src, 8);
+    }
+    r->last_stamp = stamp;
     /* Release: the record's bytes are visible to a consumer that sees the
      * new head with an acquire load. */
     atomic_store_explicit(&r->head, h + need, memory_order_release);

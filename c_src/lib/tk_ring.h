@@ -72,6 +72,10 @@ typedef enum { TK_RING_DROP = 0, TK_RING_OVERWRITE = 1 } tk_ring_policy;
 #define TK_RING_HEADER 12u         /* taken form: header (4) + stamp (8) */
 #define TK_RING_HEAD_MAX 15u       /* in the ring: length (5) + stamp (10) */
 #define TK_RING_ROOM 16u           /* before a payload: see tk_ring_push */
+#define TK_RING_SLACK 72u          /* from a payload's start: the same */
+/* Bytes of a caller's buffer for a payload of len bytes. */
+#define TK_RING_BUF(len) \
+    (TK_RING_ROOM + ((len) > TK_RING_SLACK ? (len) : TK_RING_SLACK))
 #define TK_RING_SEGMENT 4096u      /* bytes, at most: see above */
 #define TK_RING_MIN_SIZE 4096u     /* bytes */
 #define TK_RING_MAX_SIZE (1u << 30)
@@ -86,8 +90,9 @@ typedef struct tk_ring {
     alignas(64) _Atomic uint64_t head; /* end of the last published record */
     uint64_t tail_seen;                /* producer's cached view of tail */
     uint64_t last_stamp;               /* stamps never decrease in a ring */
-    uint64_t last_start;               /* where the last record starts;
-                                          all ones: the next stamp whole */
+    uint64_t seg_next;                 /* where the segment after the last
+                                          record's start begins; 0: the
+                                          next stamp whole */
     uint64_t evict_end, evict_seq;     /* where eviction last moved tail,
                                           and the records pushed before */
     tk_ring_seg *segs;                 /* overwrite: per segment, its
@@ -232,7 +237,10 @@ static inline int tk_ring_fits(tk_ring *r, size_t payload)
 /* Appends a record. The caller keeps TK_RING_ROOM bytes of its own
  * before the payload, which the push overwrites: it writes the record's
  * fields there and copies fields and payload in one pass, whole words
- * from plain memory. Returns 0 when published, -1 when refused (drop
+ * from plain memory. The caller's memory also extends at least
+ * TK_RING_SLACK bytes from the payload's start, whatever len: a short
+ * record is copied as a fixed run of words, and the push reads (never
+ * writes) those bytes. Returns 0 when published, -1 when refused (drop
  * policy and no room, or payload too large); refusals are counted in
  * `dropped`. */
 int tk_ring_push(tk_ring *r, uint64_t stamp, unsigned char *payload,

@@ -369,15 +369,18 @@ static inline uint64_t tk_varint_word(uint64_t v, size_t n)
     static const uint64_t cont[9] = {
         0, 0, 0x80, 0x8080, 0x808080, 0x80808080, 0x8080808080,
         0x808080808080, 0x80808080808080};
-    /* The first two groups of 7 bits (up to 2^14), then two more (up to
-     * 2^28: a delta of stamps less than a tenth of a second) without a
-     * loop, then the rest. */
+    /* Each group of 7 bits moved to its byte (the groups past n are 0):
+     * the first two (up to 2^14), two more (up to 2^28: a delta of stamps
+     * less than a tenth of a second), then the last four. */
     uint64_t x = (v & 0x7f) | (v << 1 & 0x7f00);
     if (n <= 2)
         return x | (uint64_t)(n - 1) << 7;
     x |= (v << 2 & 0x7f0000) | (v << 3 & 0x7f000000);
-    for (size_t i = 4; i < n; i++)
-        x |= (v >> (7 * i) & 0x7f) << (8 * i);
+    if (n > 4)
+        x |= (v << 4 & UINT64_C(0x7f00000000)) |
+             (v << 5 & UINT64_C(0x7f0000000000)) |
+             (v << 6 & UINT64_C(0x7f000000000000)) |
+             (v << 7 & UINT64_C(0x7f00000000000000));
     return x | cont[n];
 }
 

@@ -92,7 +92,7 @@ TK_TEST(ring_records_of_varied_size_round_trip)
 TK_TEST(ring_push_writes_only_its_room)
 {
     tk_ring r;
-    unsigned char buf[32 + TK_RING_ROOM + 40], out[128];
+    unsigned char buf[32 + TK_RING_ROOM + TK_RING_SLACK], out[128];
     unsigned char *pl = buf + 32 + TK_RING_ROOM;
     ring_rec rec;
     TK_REQUIRE(tk_ring_init(&r, 4096, TK_RING_DROP) == 0);
@@ -110,7 +110,7 @@ TK_TEST(ring_push_writes_only_its_room)
                 TK_CHECK_EQ(buf[i], 0xA5);
             for (size_t i = 0; i < len; i++)
                 TK_CHECK_EQ(pl[i], (unsigned char)(len + 3 * i));
-            for (size_t i = len; i < 40; i++)
+            for (size_t i = len; i < TK_RING_SLACK; i++)
                 TK_CHECK_EQ(pl[i], 0xA5);
             TK_REQUIRE(ring_pop(&r, tk_ring_head(&r), out, sizeof out, &rec));
             TK_CHECK_EQ(rec.len, len);
@@ -730,7 +730,7 @@ static void model_take(model *m, size_t want)
     }
 }
 
-/* Pushes a record of len bytes, from memory of exactly TK_RING_ROOM + len
+/* Pushes a record of len bytes, from memory of exactly TK_RING_BUF(len)
  * bytes (so that AddressSanitizer sees a read or write past either end),
  * and checks what the push did against the model. 1 when accepted. */
 static int model_push(model *m, uint64_t stamp, size_t len)
@@ -749,9 +749,10 @@ static int model_push(model *m, uint64_t stamp, size_t len)
     }
     uint64_t tail = atomic_load(&m->r->tail);
     int fits = tk_ring_room(m->r, m->head, n, tail);
-    unsigned char *buf = malloc(TK_RING_ROOM + len);
+    unsigned char *buf = malloc(TK_RING_BUF(len));
     if (buf == NULL)
         abort();
+    memset(buf, 0x5A, TK_RING_BUF(len));
     if (len)
         memcpy(buf + TK_RING_ROOM, m->payload, len);
     int rc = tk_ring_push(m->r, stamp, buf + TK_RING_ROOM, len);

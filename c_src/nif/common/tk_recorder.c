@@ -433,6 +433,10 @@ static void read_opts(const tk_recorder_lib *lib, ErlNifEnv *env,
     }
 }
 
+/* The push reads TK_RING_SLACK bytes from a payload's start, whatever
+ * its length: every thread's buffer has them. */
+_Static_assert(TK_SCRATCH_MIN >= TK_RING_BUF(0), "scratch buffers hold a ring's slack");
+
 /* Encodes the event into the thread's buffer, after the room the push
  * writes the record's fields into, and pushes it. A record may take up to
  * the ring's record limit: when the buffer is smaller and the event was
