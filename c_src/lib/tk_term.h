@@ -354,11 +354,15 @@ static inline size_t tk_varint_len(uint64_t v)
 
 static inline void tk_put_varint(tk_wbuf *w, uint64_t v)
 {
+    /* Through a local pointer: a byte stored through w->p could be w->p
+     * itself, so the compiler would reload it after every byte. */
+    unsigned char *p = w->p;
     while (v >= 0x80) {
-        *w->p++ = (unsigned char)(v | 0x80);
+        *p++ = (unsigned char)(v | 0x80);
         v >>= 7;
     }
-    *w->p++ = (unsigned char)v;
+    *p++ = (unsigned char)v;
+    w->p = p;
 }
 
 /* The varint of v (below 2^(7n)) in its n bytes (1 to 8), as the low
