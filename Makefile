@@ -132,6 +132,12 @@ build/bench/bench_hot: c_src/bench/bench_hot.c $(LIB_SRC) $(LIB_HDR)
 	@mkdir -p $(@D)
 	$(CC) $(C_BASE) -O2 -g -Ic_src/lib -pthread $< $(LIB_SRC) -o $@ -lpthread -lm
 
+# A qemu-user plugin that counts instructions (scripts/bench): its calls
+# into qemu are resolved when qemu loads it.
+build/bench/qemu_insns.so: c_src/bench/qemu_insns.c
+	@mkdir -p $(@D)
+	$(CC) $(C_BASE) -O2 -shared -fPIC $< -o $@ -Wl,--unresolved-symbols=ignore-all
+
 # ---- targets ---------------------------------------------------------------
 .PHONY: all nif cat cat-asan test-nifs bench-nifs beams test test-elixir test-c \
         test-c-asan test-c-tsan test-c-long eunit ct test-nif-asan test-all \
@@ -255,7 +261,7 @@ dialyzer:
 xref:
 	$(REBAR) xref
 
-bench: all bench-nifs build/bench/bench_hot
+bench: all bench-nifs build/bench/bench_hot build/bench/qemu_insns.so
 	$(REBAR) as bench compile
 	scripts/bench
 
