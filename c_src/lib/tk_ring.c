@@ -501,9 +501,10 @@ int tk_ring_push(tk_ring *r, uint64_t stamp, unsigned char *payload,
     size_t sl = tk_varint_len(d);
     uint64_t need = sl + 1 + (uint64_t)len;
     uint64_t i = (h >> 3) & r->mask;
-    /* need < 64 and sl < 8 at once; then the ring's words from h's to 9
-     * past it: before the storage's end, and free (as tk_ring_room). */
-    if ((need | sl << 3) >= 64 || h >= r->seg_next ||
+    /* need < 64, sl < 8 and len < 64 at once (len too, since a length
+     * near SIZE_MAX would wrap need); then the 9 words from h's: before
+     * the storage's end, and free (as tk_ring_room). */
+    if ((need | sl << 3 | len) >= 64 || h >= r->seg_next ||
         i > r->mask + 1 - TK_RING_SLACK / 8 ||
         (h & ~(uint64_t)7) - (r->tail_seen & ~(uint64_t)7) >
             r->size - TK_RING_SLACK)

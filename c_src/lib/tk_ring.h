@@ -40,7 +40,9 @@
  *
  * Storage is an array of atomic 64-bit words accessed with relaxed loads and
  * stores. A word may hold the end of one record and the start of the next:
- * the producer rewrites it with the earlier bytes unchanged. In drop mode
+ * the producer rewrites it with the earlier bytes unchanged. The bytes
+ * past the head are free space and may hold anything (a short record is
+ * copied as a fixed run of words): nothing reads them as records. In drop mode
  * producer and consumer never touch the same bytes at the same time; in
  * overwrite mode the producer may overwrite a record the consumer is
  * copying, and the consumer detects it (see tk_ring_take). Using atomic
