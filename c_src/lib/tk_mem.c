@@ -27,18 +27,48 @@ void *tk_mem_realloc(void *p, size_t old_size, size_t new_size)
     return q;
 }
 
-/* The block from tk_mem_alloc is kept in the word just before the aligned
- * address. */
+/* Under AddressSanitizer the bytes of the block outside the n asked for
+ * are marked unaddressable, so that a write just past a ring's storage is
+ * reported, not lost in the alignment slack; they are made addressable
+ * again before the block goes back (it may be the VM's, through
+ * enif_alloc, and reused by code that is not instrumented). */
+#if defined(__SANITIZE_ADDRESS__)
+#define TK_MEM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TK_MEM_ASAN 1
+#endif
+#endif
+#ifdef TK_MEM_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+/* Before the aligned address: the block from tk_mem_alloc and its size,
+ * in the two words just below it. */
+typedef struct {
+    unsigned char *raw;
+    size_t total;
+} aligned_head;
+
 void *tk_mem_aligned_alloc(size_t align, size_t n)
 {
-    if (n > (size_t)-1 - align - sizeof(void *))
+    if (n > (size_t)-1 - align - sizeof(aligned_head))
         return NULL;
-    unsigned char *raw = tk_mem_alloc(n + align + sizeof(void *));
+    size_t total = n + align + sizeof(aligned_head);
+    unsigned char *raw = tk_mem_alloc(total);
     if (raw == NULL)
         return NULL;
-    uintptr_t at = ((uintptr_t)(raw + sizeof(void *)) + align - 1) &
+    uintptr_t at = ((uintptr_t)(raw + sizeof(aligned_head)) + align - 1) &
                    ~(uintptr_t)(align - 1);
-    memcpy((void *)(at - sizeof(void *)), &raw, sizeof raw);
+    aligned_head h = {raw, total};
+    memcpy((void *)(at - sizeof h), &h, sizeof h);
+    POISON(raw, (size_t)(at - sizeof h - (uintptr_t)raw));
+    POISON((unsigned char *)at + n, (size_t)((uintptr_t)raw + total - at - n));
     return (void *)at;
 }
 
@@ -46,7 +76,8 @@ void tk_mem_aligned_free(void *p)
 {
     if (p == NULL)
         return;
-    void *raw;
-    memcpy(&raw, (unsigned char *)p - sizeof raw, sizeof raw);
-    tk_mem_free(raw);
+    aligned_head h;
+    memcpy(&h, (unsigned char *)p - sizeof h, sizeof h);
+    UNPOISON(h.raw, h.total);
+    tk_mem_free(h.raw);
 }
