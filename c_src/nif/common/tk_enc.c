@@ -66,7 +66,9 @@ static void cut_depth(enc *e)
 static void enc_varint(enc *e, unsigned tag, uint64_t v,
                        const unsigned char *limit)
 {
-    if (room(e, limit) < 1 + tk_varint_len(v)) {
+    /* 11 bytes hold a tag and any varint: short of that, its length. */
+    size_t r = room(e, limit);
+    if (r < 11 && r < 1 + tk_varint_len(v)) {
         cut(e, limit);
         return;
     }
@@ -505,7 +507,13 @@ static void enc_now(enc *e, ERL_NIF_TERM t, const unsigned char *limit)
         return enc_value(e, t, limit, 0);
     for (int i = 0; i < 3; i++) {
         ErlNifSInt64 v;
-        if (!enif_get_int64(e->env, es[i], &v) || v < 0)
+        /* Small integers read from their word where its form was checked
+         * at load (no NIF call). */
+        if (e->c->words_ok && tk_is_small_word((uint64_t)es[i]))
+            v = tk_small_value((uint64_t)es[i]);
+        else if (!enif_get_int64(e->env, es[i], &v))
+            return enc_value(e, t, limit, 0);
+        if (v < 0)
             return enc_value(e, t, limit, 0);
         part[i] = (uint64_t)v;
         need += tk_varint_len(part[i]);
