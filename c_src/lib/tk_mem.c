@@ -1,5 +1,7 @@
 #include "tk_mem.h"
 
+#include "tk_debug.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +30,7 @@ void *tk_mem_realloc(void *p, size_t old_size, size_t new_size)
 }
 
 /* Under AddressSanitizer the bytes of the block outside the n asked for
- * are marked unaddressable, so that a write just past a ring's storage is
+ * (the header below included) are marked unaddressable, so that a write just past a ring's storage is
  * reported, not lost in the alignment slack; they are made addressable
  * again before the block goes back (it may be the VM's, through
  * enif_alloc, and reused by code that is not instrumented). */
@@ -57,6 +59,7 @@ typedef struct {
 
 void *tk_mem_aligned_alloc(size_t align, size_t n)
 {
+    TK_ASSERT(align != 0 && (align & (align - 1)) == 0);
     if (n > (size_t)-1 - align - sizeof(aligned_head))
         return NULL;
     size_t total = n + align + sizeof(aligned_head);
@@ -67,7 +70,7 @@ void *tk_mem_aligned_alloc(size_t align, size_t n)
                    ~(uintptr_t)(align - 1);
     aligned_head h = {raw, total};
     memcpy((void *)(at - sizeof h), &h, sizeof h);
-    POISON(raw, (size_t)(at - sizeof h - (uintptr_t)raw));
+    POISON(raw, (size_t)(at - (uintptr_t)raw));
     POISON((unsigned char *)at + n, (size_t)((uintptr_t)raw + total - at - n));
     return (void *)at;
 }
@@ -77,6 +80,7 @@ void tk_mem_aligned_free(void *p)
     if (p == NULL)
         return;
     aligned_head h;
+    UNPOISON((unsigned char *)p - sizeof h, sizeof h);
     memcpy(&h, (unsigned char *)p - sizeof h, sizeof h);
     UNPOISON(h.raw, h.total);
     tk_mem_free(h.raw);
