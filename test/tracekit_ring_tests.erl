@@ -261,7 +261,9 @@ given_timestamps_round_trip_test() ->
     Max = 1 bsl 64 - 1,
     Nows = [{0, 0, 0}, {1, 2, 3}, erlang:timestamp(), {127, 128, 16383},
             {1 bsl 63 - 1, 1 bsl 63 - 1, 1 bsl 63 - 1}, {1 bsl 63, 0, 0},
-            {0, Max, 0}, {Max, Max, Max}],
+            {0, Max, 0}, {Max, Max, Max},
+            %% either side of the largest small integer (read from its word)
+            {1 bsl 59 - 1, 1 bsl 59, 1 bsl 59 + 1}, {1 bsl 59, 1 bsl 59 - 1, 0}],
     Given = [{K, T} || K <- [timestamp, cpu_timestamp], T <- Nows] ++
             [{monotonic, M} || M <- [0, -1, 1 bsl 62, -(1 bsl 63), erlang:monotonic_time()]] ++
             [{strict_monotonic, {-5, 3}}, {strict_monotonic, {1 bsl 62, 1 bsl 62}}],
@@ -271,4 +273,11 @@ given_timestamps_round_trip_test() ->
          ok = tracekit_ring:trace_send(send, R, self(), m, #{timestamp => G}),
          [{trace_ts, _, send, m, Back}] = tracekit_ring:drain(R),
          ?assertEqual({G, Ts}, {G, Back})
-     end || {_, Ts} = G <- Given].
+     end || {_, Ts} = G <- Given],
+    %% Not a timestamp (a negative part, a part that is no integer): the
+    %% event is kept, without one.
+    [begin
+         ok = tracekit_ring:trace_send(send, R, self(), m, #{timestamp => {K, T}}),
+         ?assertMatch({_, [{trace, _, send, m}]}, {T, tracekit_ring:drain(R)})
+     end || K <- [timestamp, cpu_timestamp],
+            T <- [{-1, 0, 0}, {0, -5, 7}, {-(1 bsl 59), 0, 0}, {0, 0, 1.5}, {a, 0, 0}]].
