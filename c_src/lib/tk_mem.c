@@ -30,10 +30,11 @@ void *tk_mem_realloc(void *p, size_t old_size, size_t new_size)
 }
 
 /* Under AddressSanitizer the bytes of the block outside the n asked for
- * (the header below included) are marked unaddressable, so that a write just past a ring's storage is
- * reported, not lost in the alignment slack; they are made addressable
- * again before the block goes back (it may be the VM's, through
- * enif_alloc, and reused by code that is not instrumented). */
+ * (the header below included) are marked unaddressable, so that a write
+ * just past a ring's storage is reported, not lost in the alignment
+ * slack; they are made addressable again before the block goes back (it
+ * may be the VM's, through enif_alloc, and reused by code that is not
+ * instrumented). */
 #if defined(__SANITIZE_ADDRESS__)
 #define TK_MEM_ASAN 1
 #elif defined(__has_feature)

@@ -42,12 +42,13 @@
  * stores. A word may hold the end of one record and the start of the next:
  * the producer rewrites it with the earlier bytes unchanged. The bytes
  * past the head are free space and may hold anything (a short record is
- * copied as a fixed run of words): nothing reads them as records. In drop mode
- * producer and consumer never touch the same bytes at the same time; in
- * overwrite mode the producer may overwrite a record the consumer is
- * copying, and the consumer detects it (see tk_ring_take). Using atomic
- * words makes those races well defined (and visible to ThreadSanitizer as
- * the benign races they are) at no cost on x86-64 or arm64.
+ * copied as a fixed run of words): nothing reads them as records. In
+ * drop mode producer and consumer never touch the same bytes at the same
+ * time; in overwrite mode the producer may overwrite a record the
+ * consumer is copying, and the consumer detects it (see tk_ring_take).
+ * Using atomic words makes those races well defined (and visible to
+ * ThreadSanitizer as the benign races they are) at no cost on x86-64 or
+ * arm64.
  *
  * Threads: exactly one producer thread calls tk_ring_push/tk_ring_fits
  * (TK_DEBUG builds assert it); consumers take records one batch at a time
