@@ -135,6 +135,18 @@ __attribute__((noinline)) static size_t put_fields_any(unsigned char *payload,
     return tl + sl;
 }
 
+/* Most records' fields: a size below 64 bytes (its field one byte) and a
+ * stamp or delta of sl bytes, at most 7, both in one word, stored with the
+ * fields in its high bytes just before the payload (the bytes below them
+ * are room). */
+static inline void put_fields_word(unsigned char *payload, uint64_t size,
+                                   bool whole, uint64_t stamp, size_t sl)
+{
+    uint64_t w = (size << 1 | whole) | tk_varint_word(stamp, sl) << 8;
+    w <<= 8 * (7 - sl);
+    memcpy(payload - 8, &w, 8);
+}
+
 /* Writes a record's two fields (its total size in the ring with the whole
  * bit, then the stamp or its delta) as varints just before the payload,
  * into the room the caller keeps there: their bytes (2 to
@@ -142,16 +154,11 @@ __attribute__((noinline)) static size_t put_fields_any(unsigned char *payload,
 static inline size_t put_fields(unsigned char *payload, bool whole,
                                 uint64_t stamp, size_t len)
 {
-    /* Most records: a size below 64 bytes (its field one byte) and a
-     * delta of at most 7 bytes, both in one word, stored with the fields
-     * in its high bytes (the bytes below them are room). */
     size_t sl = tk_varint_len(stamp);
     uint64_t size = sl + (uint64_t)len + 1;
     if (size >= 64 || sl > 7)
         return put_fields_any(payload, whole, stamp, len);
-    uint64_t w = (size << 1 | whole) | tk_varint_word(stamp, sl) << 8;
-    w <<= 8 * (7 - sl);
-    memcpy(payload - 8, &w, 8);
+    put_fields_word(payload, size, whole, stamp, sl);
     return sl + 1;
 }
 
@@ -503,16 +510,12 @@ int tk_ring_push(tk_ring *r, uint64_t stamp, unsigned char *payload,
     uint64_t i = (h >> 3) & r->mask;
     /* need < 64, sl < 8 and len < 64 at once (len too, since a length
      * near SIZE_MAX would wrap need); then the 9 words from h's: before
-     * the storage's end, and free (as tk_ring_room). */
+     * the storage's end, and free. */
     if ((need | sl << 3 | len) >= 64 || h >= r->seg_next ||
         i > r->mask + 1 - TK_RING_SLACK / 8 ||
-        (h & ~(uint64_t)7) - (r->tail_seen & ~(uint64_t)7) >
-            r->size - TK_RING_SLACK)
+        !tk_ring_room(r, h & ~(uint64_t)7, TK_RING_SLACK, r->tail_seen))
         return push_any(r, stamp, payload, len);
-    /* The fields, in the high bytes of the word before the payload: the
-     * size (with the whole bit 0), then the delta. */
-    uint64_t w = (need << 1 | tk_varint_word(d, sl) << 8) << (8 * (7 - sl));
-    memcpy(payload - 8, &w, 8);
+    put_fields_word(payload, need, false, d, sl);
     /* Before the record, the bytes of h's word that precede h (the end
      * of the record before), so that every word is one load. */
     unsigned char *rec = payload - 1 - sl;
