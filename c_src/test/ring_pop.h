@@ -4,6 +4,7 @@
 #ifndef TK_TEST_RING_POP_H
 #define TK_TEST_RING_POP_H
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +47,26 @@ static inline int ring_push(tk_ring *r, uint64_t stamp, const void *payload,
     int rc = tk_ring_push(r, stamp, buf + TK_RING_ROOM, len);
     if (buf != small)
         free(buf);
+    return rc;
+}
+
+/* tk_ring_push of len bytes from a buffer of exactly TK_RING_BUF(len)
+ * bytes (so that AddressSanitizer sees a read or write past either end),
+ * the bytes after the payload `fill`. *kept: whether the push left the
+ * payload as it was (it is the caller's: never written). */
+static inline int ring_push_exact(tk_ring *r, uint64_t stamp,
+                                  const void *payload, size_t len,
+                                  unsigned char fill, bool *kept)
+{
+    unsigned char *buf = malloc(TK_RING_BUF(len));
+    if (buf == NULL)
+        abort();
+    memset(buf, fill, TK_RING_BUF(len));
+    if (len)
+        memcpy(buf + TK_RING_ROOM, payload, len);
+    int rc = tk_ring_push(r, stamp, buf + TK_RING_ROOM, len);
+    *kept = len == 0 || memcmp(buf + TK_RING_ROOM, payload, len) == 0;
+    free(buf);
     return rc;
 }
 

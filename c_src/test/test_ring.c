@@ -749,15 +749,8 @@ static int model_push(model *m, uint64_t stamp, size_t len)
     }
     uint64_t tail = atomic_load(&m->r->tail);
     int fits = tk_ring_room(m->r, m->head, n, tail);
-    unsigned char *buf = malloc(TK_RING_BUF(len));
-    if (buf == NULL)
-        abort();
-    memset(buf, 0x5A, TK_RING_BUF(len));
-    if (len)
-        memcpy(buf + TK_RING_ROOM, m->payload, len);
-    int rc = tk_ring_push(m->r, stamp, buf + TK_RING_ROOM, len);
-    int same = len == 0 || memcmp(buf + TK_RING_ROOM, m->payload, len) == 0;
-    free(buf);
+    bool same;
+    int rc = ring_push_exact(m->r, stamp, m->payload, len, 0x5A, &same);
     TK_CHECK(same); /* the payload is the caller's: never written */
     uint64_t h = tk_ring_head(m->r);
     if (m->r->policy == TK_RING_DROP) {

@@ -36,15 +36,13 @@ static int push_keeping(tk_ring *r, uint64_t stamp, uint64_t seq,
     for (uint64_t p = t0; p < h0; p++)
         snap[p & mask] = ring[p & mask];
     size_t len = fast_len(seq);
-    unsigned char *buf = malloc(TK_RING_BUF(len));
-    if (buf == NULL)
-        abort();
-    memset(buf, fill, TK_RING_BUF(len));
-    memcpy(buf + TK_RING_ROOM, &seq, 8);
+    unsigned char payload[64];
+    memcpy(payload, &seq, 8);
     for (size_t i = 8; i < len; i++)
-        buf[TK_RING_ROOM + i] = fast_byte(seq, i);
-    int rc = tk_ring_push(r, stamp, buf + TK_RING_ROOM, len);
-    free(buf);
+        payload[i] = fast_byte(seq, i);
+    bool kept;
+    int rc = ring_push_exact(r, stamp, payload, len, fill, &kept);
+    TK_CHECK(kept);
     uint64_t t1 = atomic_load(&r->tail);
     for (uint64_t p = t0 > t1 ? t0 : t1; p < h0; p++)
         if (ring[p & mask] != snap[p & mask]) {
