@@ -85,9 +85,9 @@
                 opts :: options(),
                 failed = #{} :: #{node() => string()},
                 %% Messages sent to a process of another node traced,
-                %% in hand and not handed out yet: {To, Message} => how
-                %% many.
-                sends = #{} :: #{{pid(), term()} => pos_integer()},
+                %% in hand and not handed out yet, by what their receipt
+                %% shows of them (send_key/2) => how many.
+                sends = #{} :: #{send_key() => pos_integer()},
                 %% How far past an event every node's horizon must be
                 %% before it goes out: twice the clocks' error, so that
                 %% the send of a message received is in hand.
@@ -97,6 +97,11 @@
                 names = #{} :: #{pid() => atom()}}).
 
 -opaque nodes() :: #nodes{}.
+%% A message between nodes as both its send and its receipt show it: to
+%% whom and what (process tracing), or seq_trace's label, serial, sender
+%% and message (seq_trace names the receiver as the sender wrote it: a
+%% registered name, say).
+-type send_key() :: {pid(), term()} | {seq, term(), term(), pid(), term()}.
 -type node_summary() :: #{state := closed | {down, term()} | {late, string()}
                                   | {failed, string()},
                           lost := non_neg_integer(), late := non_neg_integer(),
@@ -524,9 +529,10 @@ put_node(#node{name = Name} = N, #nodes{nodes = Ns} = E) ->
 %% Causal order of messages between nodes: the clocks are known only
 %% within their error, which can be more than a message takes from one
 %% node to another. So the receipt of a message whose send, from another
-%% node, is in hand and not handed out waits for that send (the send is
-%% matched by receiver and message); and an event goes out only when every
-%% node's horizon is a margin past it, so that such a send is in hand.
+%% node, is in hand and not handed out waits for that send (matched by
+%% receiver and message for process tracing, by label, serial, sender and
+%% message for seq_trace); and an event goes out only when every node's
+%% horizon is a margin past it, so that such a send is in hand.
 -spec take(nodes()) -> {[{node(), integer(), tuple()}], nodes()}.
 take(E) ->
     take(E, []).
@@ -590,12 +596,40 @@ send_key(Ev, #nodes{nodes = Ns}) when element(1, Ev) =:= trace_ts orelse element
         true -> {To, element(4, Ev)};
         false -> none
     end;
+send_key(Ev, #nodes{nodes = Ns}) when element(1, Ev) =:= seq_trace, tuple_size(Ev) >= 3 ->
+    case element(3, Ev) of
+        {send, Serial, From, To, Msg} when is_pid(From) ->
+            Node = seq_receiver_node(To, node(From)),
+            case Node =/= node(From) andalso is_map_key(Node, Ns) of
+                true -> {seq, element(2, Ev), Serial, From, Msg};
+                false -> none
+            end;
+        _ ->
+            none
+    end;
 send_key(_, _) ->
     none.
 
-waits_for_send(Ev, #nodes{sends = Sends}) when element(3, Ev) =:= 'receive',
-                                                tuple_size(Ev) >= 4, map_size(Sends) > 0 ->
+%% The node of a seq_trace send's receiver: a process, a name there, or a
+%% name on the sender's node.
+seq_receiver_node(To, _) when is_pid(To); is_port(To) -> node(To);
+seq_receiver_node({Name, Node}, _) when is_atom(Name), is_atom(Node) -> Node;
+seq_receiver_node(_, Here) -> Here.
+
+waits_for_send(_, #nodes{sends = Sends}) when map_size(Sends) =:= 0 ->
+    false;
+waits_for_send(Ev, #nodes{sends = Sends}) when element(1, Ev) =/= seq_trace,
+                                                element(3, Ev) =:= 'receive',
+                                                tuple_size(Ev) >= 4 ->
     is_map_key({element(2, Ev), element(4, Ev)}, Sends);
+waits_for_send(Ev, #nodes{sends = Sends}) when element(1, Ev) =:= seq_trace,
+                                                tuple_size(Ev) >= 3 ->
+    case element(3, Ev) of
+        {'receive', Serial, From, _To, Msg} ->
+            is_map_key({seq, element(2, Ev), Serial, From, Msg}, Sends);
+        _ ->
+            false
+    end;
 waits_for_send(_, _) ->
     false.
 

@@ -12,6 +12,7 @@
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([merged_order/1, lines_show_their_node/1, request_reply_across_nodes/1,
+         seq_flow_across_nodes/1,
          limit_is_exact_across_nodes/1, node_killed/1, node_disconnected/1,
          caller_killed/1, origin_node_stopped/1, node_without_tracekit/1,
          bad_nodes/1, files_fetched/1, files_in_deep_dir/1,
@@ -30,6 +31,7 @@ suite() ->
 
 all() ->
     [merged_order, lines_show_their_node, request_reply_across_nodes,
+     seq_flow_across_nodes,
      limit_is_exact_across_nodes, node_killed, node_disconnected, caller_killed,
      origin_node_stopped, node_without_tracekit, bad_nodes, files_fetched,
      files_in_deep_dir, stop_when_monitored_from_another_node, hidden_node,
@@ -235,6 +237,46 @@ request_reply_across_nodes(Config) ->
     after
         stop_peers(Peers)
     end.
+
+%% The same flow followed by seq_trace only (as tracekit_cth records it,
+%% the server not traced otherwise), the request sent to the server's
+%% registered name: its receipt on the peer comes after its send here
+%% whatever the measured clocks say. Ordered by their timestamps alone,
+%% the peer's receipts came before their sends in each of three runs on
+%% this machine (a message takes about 40 us from node to node here; the
+%% peer's clock offset was known within 59 us).
+seq_flow_across_nodes(_Config) ->
+    Peers = peers(1),
+    [{_, Peer}] = Peers,
+    try
+        Server = erpc:call(Peer, ?MODULE, server, []),
+        true = erpc:call(Peer, erlang, register, [tk_cluster_server, Server]),
+        Self = self(),
+        {ok, Opts} = tracekit_cth:check_options(#{nodes => [Peer], seq_trace => true,
+                                                  events => 10000}),
+        {ok, T} = tracekit_case:record(Opts, {?MODULE, seq_flow_across_nodes, 1}),
+        ok = tracekit_case:seq_token(Opts),
+        [begin {tk_cluster_server, Peer} ! {req, Self, I}, receive {reply, I} -> ok end end
+         || I <- lists:seq(1, 50)],
+        _ = seq_trace:set_token([]),
+        timer:sleep(100),
+        {ok, #{events := Events, dropped := 0, clocks := Clocks}} = tracekit:stop(T),
+        ct:log("clock offsets and their error bounds (us): ~p", [Clocks]),
+        Flow = [{node(Where), What, I} || {seq_trace, _, {What, _, _, _, Msg} = Info, _} <- Events,
+                                          Where <- [seq_where(Info)],
+                                          I <- [req_or_reply(Msg)], I =/= none],
+        Expected = lists:append([[{node(), send, I}, {Peer, 'receive', I},
+                                  {Peer, send, I}, {node(), 'receive', I}]
+                                 || I <- lists:seq(1, 50)]),
+        ?assertEqual(Expected, Flow)
+    after
+        stop_peers(Peers)
+    end.
+
+%% The process a seq_trace event happened in: the sender of a send, the
+%% receiver of a receipt.
+seq_where({send, _, From, _, _}) -> From;
+seq_where({'receive', _, _, To, _}) -> To.
 
 message({trace_ts, Who, send, Msg, _To, _}) -> {Who, send, Msg};
 message({trace_ts, Who, 'receive', Msg, _}) -> {Who, 'receive', Msg};
