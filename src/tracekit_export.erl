@@ -173,21 +173,13 @@ latency_svg(Latency, Dest) ->
 latency_svg(Latency, Dest, Opts) when is_map(Opts) ->
     case {latency_functions(Latency), latency_opts(Opts)} of
         {{ok, Fns}, ok} ->
-            case open_dest(Dest) of
-                {ok, Out, Close} ->
-                    case write_out(Out, tracekit_latency_svg:document(Fns, Opts)) of
-                        ok ->
-                            case Close(ok) of
-                                ok -> {ok, min(map_size(Fns), maps:get(max, Opts, 20))};
-                                {error, Posix} -> {error, {file, Dest, Posix}}
-                            end;
-                        {error, Why} ->
-                            _ = Close(abort),
-                            {error, {write, Why}}
-                    end;
-                {error, _} = E ->
-                    E
-            end;
+            to_dest(Dest,
+                    fun(Out) ->
+                            case write_out(Out, tracekit_latency_svg:document(Fns, Opts)) of
+                                ok -> {{ok, min(map_size(Fns), maps:get(max, Opts, 20))}, ok};
+                                {error, Why} -> {{error, {write, Why}}, abort}
+                            end
+                    end);
         {{error, _}, _} ->
             {error, {bad_source, Latency}};
         {_, Bad} ->
@@ -250,9 +242,18 @@ fold_source(Fun, Acc, Source) ->
         error:_ -> {error, {bad_source, Source}, Acc}
     end.
 
-source_kind([]) -> events;
-source_kind([E | _]) when is_tuple(E) -> events;
 source_kind(L) ->
+    case is_proper(L) of
+        true -> proper_source_kind(L);
+        false -> bad
+    end.
+
+is_proper([_ | T]) -> is_proper(T);
+is_proper(T) -> T =:= [].
+
+proper_source_kind([]) -> events;
+proper_source_kind([E | _]) when is_tuple(E) -> events;
+proper_source_kind(L) ->
     case io_lib:char_list(L) of
         true -> files;
         false ->
@@ -319,32 +320,47 @@ run1(Mode, Source, Dest, Opts) ->
     run2(Source, Dest, Opts, #st{mode = Mode}).
 
 run2(Source, Dest, Opts, St00) ->
+    to_dest(Dest,
+            fun(Out) ->
+                    St0 = St00#st{out = Out, names = maps:get(names, Opts, #{})},
+                    _ = put(?ATOM_TEXTS, #{}),
+                    Heap = process_flag(min_heap_size, ?EXPORT_HEAP),
+                    try
+                        St1 = start(St0),
+                        Fun = fun(E, St) -> event(E, St) end,
+                        {Folded, St2} = case fold_source(Fun, St1, Source) of
+                                            {ok, S} -> {ok, S};
+                                            {error, R, S} -> {{error, R}, S}
+                                        end,
+                        St3 = flush(finish(St2), true),
+                        %% A file damaged part way: its events before the
+                        %% damage are kept. Nothing that could not be
+                        %% read at all replaces what Dest held.
+                        case Folded of
+                            ok -> {{ok, St3#st.n}, ok};
+                            {error, {bad_source, _}} -> {Folded, abort};
+                            Error -> {Error, ok}
+                        end
+                    catch
+                        throw:{tracekit_export, Why} -> {{error, Why}, abort}
+                    after
+                        _ = erase(?ATOM_TEXTS),
+                        _ = process_flag(min_heap_size, Heap)
+                    end
+            end).
+
+%% Opens Dest, lets Write(Out) write it, and closes it: a file is put in
+%% place when Write says `ok', and removed when it says `abort' or
+%% raises. Write's result, or the error of the close when Write's was
+%% not one.
+to_dest(Dest, Write) ->
     case open_dest(Dest) of
         {ok, Out, Close} ->
-            St0 = St00#st{out = Out, names = maps:get(names, Opts, #{})},
-            _ = put(?ATOM_TEXTS, #{}),
-            Heap = process_flag(min_heap_size, ?EXPORT_HEAP),
-            {Result, Keep} =
-                try
-                    St1 = start(St0),
-                    Fun = fun(E, St) -> event(E, St) end,
-                    {Folded, St2} = case fold_source(Fun, St1, Source) of
-                                        {ok, S} -> {ok, S};
-                                        {error, R, S} -> {{error, R}, S}
-                                    end,
-                    St3 = flush(finish(St2), true),
-                    %% A file damaged part way: its events before the
-                    %% damage are kept.
-                    case Folded of
-                        ok -> {{ok, St3#st.n}, ok};
-                        Error -> {Error, ok}
-                    end
-                catch
-                    throw:{tracekit_export, Why} -> {{error, Why}, abort}
-                after
-                    _ = erase(?ATOM_TEXTS),
-                    _ = process_flag(min_heap_size, Heap)
-                end,
+            {Result, Keep} = try Write(Out)
+                             catch Class:Reason:Stack ->
+                                     _ = Close(abort),
+                                     erlang:raise(Class, Reason, Stack)
+                             end,
             case {Close(Keep), Result} of
                 {ok, _} -> Result;
                 {{error, _}, {error, _}} -> Result;

@@ -495,6 +495,19 @@ errors_test() ->
     Y = tmp("y"),
     ?assertEqual({error, {bad_source, [3, {x}]}}, tracekit_export:folded([3, {x}], Y)),
     ?assertNot(filelib:is_file(Y)),
+    %% An improper list, and a term that is no ring: refused, and a file of
+    %% the name left as it was, nothing beside it.
+    Improper = [{trace_ts, self(), call, {m, f, []}, {1, 2, 3}} | tail],
+    Dir = tmp("dir"),
+    ok = file:make_dir(Dir),
+    Kept = filename:join(Dir, "kept"),
+    ok = file:write_file(Kept, <<"kept">>),
+    [?assertEqual({error, {bad_source, Bad}}, tracekit_export:F(Bad, Kept))
+     || F <- [chrome, jsonl, folded], Bad <- [Improper, [3 | 4], make_ref(), 42]],
+    ?assertEqual({ok, <<"kept">>}, file:read_file(Kept)),
+    ?assertEqual({ok, ["kept"]}, file:list_dir(Dir)),
+    ok = file:delete(Kept),
+    ok = file:del_dir(Dir),
     ?assertEqual({error, {bad_dest, {not_a, dest}}}, tracekit_export:folded([], {not_a, dest})),
     ?assertEqual({error, {bad_option, {colour, red}}}, tracekit_export:chrome([], tmp("z"), #{colour => red})),
     ?assertEqual({error, {bad_source, 42}}, tracekit_export:chrome(42, standard_io)).
