@@ -149,17 +149,18 @@ merged_order(_Config) ->
         %% ms seen on this loaded machine), so few events of the run are
         %% out of order by more than 1 ms (none in a quiet run; 202 of the
         %% 6,000 in a VM under AddressSanitizer, whose callbacks are slow,
-        %% on a loaded machine). A merge that let one node's batch go
-        %% before another's puts every event of the other nodes in that
-        %% time out of order, by up to the length of a batch: 3,458 of
-        %% them with the horizon check left out. The count is judged (at
-        %% most a tenth), the longest only logged.
+        %% on a loaded machine, and 601 with a busy loop beside it on
+        %% both cores). A merge that let one node's batch go before
+        %% another's puts every event of the other nodes in that time out
+        %% of order, by up to the length of a batch: 3,458 of them with
+        %% the horizon check left out (3,299 again now). The count is
+        %% judged (at most a quarter), the longest only logged.
         Times = [tracekit_nodes:event_time(E) - element(1, maps:get(node(element(2, E)), Clocks))
                  || E <- Events],
         {Late, LateEvents} = lateness(Times, 1000),
         ct:log("events out of timestamp order by at most ~p us; ~p of them by more than "
                "1 ms", [Late, LateEvents]),
-        ?assert(LateEvents =< 3 * N div 10),
+        ?assert(LateEvents =< 3 * N div 4),
         %% The same machine: the offsets are within their error bounds of 0
         %% (and the bounds small).
         [?assert(abs(Off) =< Err + 1000 andalso Err < 50000)
