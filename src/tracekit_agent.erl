@@ -264,12 +264,16 @@ stop_tracing(S, Sink, Janitor) ->
 done(#{janitor := J}) ->
     undo_now(J, dir).
 
-%% Events drained now, with the horizon, or the file's counters.
+%% Events drained now, with the horizon, or the file's counters. A full
+%% batch may have left older events in the ring: its horizon is its last
+%% event (a horizon of now would let the other nodes' events go out ahead
+%% of them, and a receipt ahead of its send still in this ring).
 batch({ring, R}, Max, Horizon) ->
     Events = tracekit_ring:drain(R, Max),
     H = case {Horizon, Events} of
             {closed, []} -> closed;
             {closed, _} -> last;
+            _ when length(Events) >= Max -> last;
             _ -> Horizon
         end,
     {events, Events, H, counters({ring, R}), names(Events)};

@@ -12,7 +12,7 @@
 -export([suite/0, all/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([merged_order/1, lines_show_their_node/1, request_reply_across_nodes/1,
-         seq_flow_across_nodes/1,
+         seq_flow_across_nodes/1, seq_sends_beyond_a_batch/1,
          limit_is_exact_across_nodes/1, node_killed/1, node_disconnected/1,
          caller_killed/1, origin_node_stopped/1, node_without_tracekit/1,
          bad_nodes/1, files_fetched/1, files_in_deep_dir/1,
@@ -24,14 +24,14 @@
          own_work_is_not_traced/1, lent_node_cleaned_when_caller_killed/1,
          other_release_is_refused/1, lent_node_measures_latency/1]).
 %% Called on the nodes.
--export([tick/1, ticker/2, server/0, start_trace/2]).
+-export([tick/1, ticker/2, server/0, start_trace/2, seq_pinger/3]).
 
 suite() ->
     [{timetrap, {minutes, 2}}].
 
 all() ->
     [merged_order, lines_show_their_node, request_reply_across_nodes,
-     seq_flow_across_nodes,
+     seq_flow_across_nodes, seq_sends_beyond_a_batch,
      limit_is_exact_across_nodes, node_killed, node_disconnected, caller_killed,
      origin_node_stopped, node_without_tracekit, bad_nodes, files_fetched,
      files_in_deep_dir, stop_when_monitored_from_another_node, hidden_node,
@@ -273,6 +273,52 @@ seq_flow_across_nodes(_Config) ->
     after
         stop_peers(Peers)
     end.
+
+%% A peer's process sends 5,000 messages with a seq_trace token to a
+%% process here, faster than one batch (1,000 events) a request: the
+%% peer's ring holds older sends than the last batch brought. Every
+%% receipt comes after its send. (A full batch answered with a horizon of
+%% now let this node's receipts go out ahead of the sends still in the
+%% peer's ring: 3,248 of 5,000 in a run.)
+seq_sends_beyond_a_batch(_Config) ->
+    Peers = peers(1),
+    [{_, Peer}] = Peers,
+    N = 5000,
+    try
+        Sink = spawn(fun Loop() -> receive stop -> ok; _ -> Loop() end end),
+        Go = make_ref(),
+        Pinger = erpc:call(Peer, ?MODULE, seq_pinger, [Sink, N, Go]),
+        {ok, Opts} = tracekit_cth:check_options(#{nodes => [Peer], seq_trace => true,
+                                                  events => 4 * N}),
+        {ok, T} = tracekit_case:record(Opts, {?MODULE, seq_sends_beyond_a_batch, 1}),
+        M = monitor(process, Pinger),
+        Pinger ! Go,
+        receive {'DOWN', M, process, Pinger, normal} -> ok after 60000 -> ct:fail(pinger) end,
+        timer:sleep(300),
+        {ok, #{events := Events, dropped := 0}} = tracekit:stop(T),
+        Sink ! stop,
+        Flow = [{What, I} || {seq_trace, _, {What, _, _, _, {tick, I}}, _} <- Events],
+        ?assertEqual(2 * N, length(Flow)),
+        {Early, _} = lists:foldl(fun({send, I}, {E, Sent}) -> {E, Sent#{I => true}};
+                                    ({'receive', I}, {E, Sent}) when is_map_key(I, Sent) -> {E, Sent};
+                                    ({'receive', _}, {E, Sent}) -> {E + 1, Sent}
+                                 end, {0, #{}}, Flow),
+        ?assertEqual(0, Early)
+    after
+        stop_peers(Peers)
+    end.
+
+%% On a peer: a process that, told Go, sends {tick, N..1} to To with a
+%% seq_trace token, a little work between two sends.
+seq_pinger(To, N, Go) ->
+    spawn(fun() ->
+                  receive Go -> ok end,
+                  _ = seq_trace:set_token(label, 4242),
+                  _ = [seq_trace:set_token(F, true) || F <- [send, 'receive', timestamp]],
+                  [begin To ! {tick, I}, _ = erlang:phash2(lists:seq(1, 50)) end
+                   || I <- lists:seq(N, 1, -1)],
+                  _ = seq_trace:set_token([])
+          end).
 
 %% The process a seq_trace event happened in: the sender of a send, the
 %% receiver of a receipt.
