@@ -24,8 +24,10 @@
 %% chunk per file in memory: a file of any size is exported in bounded
 %% memory, except for what `folded' keeps per distinct stack). A
 %% destination is a file name or an open io device
-%% (written with `io:put_chars/2': open files with `{encoding, utf8}'), or
-%% a raw file from `file:open/2' with `[raw]'. A file name is written as
+%% (written with `io:put_chars/2': open files with `{encoding, utf8}'; a
+%% process that does not answer the io protocol is waited for, as io
+%% waits), or a raw file from `file:open/2' with `[raw]', used by the
+%% process that opened it. A file name is written as
 %% the trace files it comes from are kept, since it holds their message
 %% contents: with mode 0600, in a private directory beside it, and renamed
 %% to the name when done (a file of that name is replaced, a link there is
@@ -334,12 +336,15 @@ run2(Source, Dest, Opts, St00) ->
                                         end,
                         St3 = flush(finish(St2), true),
                         %% A file damaged part way: its events before the
-                        %% damage are kept. Nothing that could not be
-                        %% read at all replaces what Dest held.
+                        %% damage are kept (or all that could be read,
+                        %% with damaged chunks skipped). A source that
+                        %% could not be read does not replace what Dest
+                        %% held.
                         case Folded of
                             ok -> {{ok, St3#st.n}, ok};
-                            {error, {bad_source, _}} -> {Folded, abort};
-                            Error -> {Error, ok}
+                            {error, {corrupt, _, _}} -> {Folded, ok};
+                            {error, {skipped, _}} -> {Folded, ok};
+                            {error, _} -> {Folded, abort}
                         end
                     catch
                         throw:{tracekit_export, Why} -> {{error, Why}, abort}
@@ -388,7 +393,9 @@ open_dest(Dest) when is_pid(Dest); is_atom(Dest), Dest =/= [] ->
         _ when is_pid(Dest) -> {ok, {io, Dest}, fun(_) -> ok end};
         _ -> open_file(atom_to_list(Dest))
     end;
-open_dest(Dest) when is_tuple(Dest), element(1, Dest) =:= file_descriptor ->
+open_dest({file_descriptor, prim_file, _} = Dest) ->
+    %% (Only a raw file's: file:write/2 calls the module a descriptor
+    %% names, and one naming `file' calls itself for ever.)
     {ok, {raw, Dest}, fun(_) -> ok end};
 open_dest(Dest) when is_binary(Dest) ->
     open_file(Dest);
@@ -422,8 +429,11 @@ flush(#st{buf = Buf, out = Out} = St, _Last) ->
     end.
 
 write_out({raw, Fd}, Data) ->
-    %% One binary: a write of thousands of small pieces costs more.
-    file:write(Fd, iolist_to_binary(Data));
+    %% One binary: a write of thousands of small pieces costs more. A
+    %% descriptor another process opened raises.
+    try file:write(Fd, iolist_to_binary(Data))
+    catch error:Why -> {error, Why}
+    end;
 write_out({io, Dev}, Data) ->
     try io:put_chars(Dev, iolist_to_binary(Data))
     catch error:Why -> {error, Why}

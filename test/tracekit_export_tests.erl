@@ -489,7 +489,7 @@ errors_test() ->
     Missing = tmp("missing"),
     Out = tmp("x"),
     ?assertEqual({error, {no_files, Missing}}, tracekit_export:chrome(Missing, Out)),
-    file:delete(Out),
+    ?assertNot(filelib:is_file(Out)),
     ?assertMatch({error, {file, "/nonexistent/dir/out.json", enoent}},
                  tracekit_export:chrome([], "/nonexistent/dir/out.json")),
     Y = tmp("y"),
@@ -504,11 +504,33 @@ errors_test() ->
     ok = file:write_file(Kept, <<"kept">>),
     [?assertEqual({error, {bad_source, Bad}}, tracekit_export:F(Bad, Kept))
      || F <- [chrome, jsonl, folded], Bad <- [Improper, [3 | 4], make_ref(), 42]],
+    %% Nor do files that are not there or not traces.
+    NotTrace = filename:join(Dir, "not_a_trace"),
+    ok = file:write_file(NotTrace, <<"not a trace file at all">>),
+    Gone = filename:join(Dir, "gone"),
+    [?assertMatch({error, _}, tracekit_export:F(Src, Kept))
+     || F <- [chrome, jsonl, folded], Src <- [Gone, [Gone], NotTrace, [NotTrace, Gone]]],
+    ?assertEqual({error, {no_files, Gone}}, tracekit_export:jsonl(Gone, Kept)),
+    ?assertEqual({error, {file, NotTrace, not_a_trace}}, tracekit_export:folded(NotTrace, Kept)),
+    ok = file:delete(NotTrace),
     ?assertEqual({ok, <<"kept">>}, file:read_file(Kept)),
     ?assertEqual({ok, ["kept"]}, file:list_dir(Dir)),
     ok = file:delete(Kept),
     ok = file:del_dir(Dir),
     ?assertEqual({error, {bad_dest, {not_a, dest}}}, tracekit_export:folded([], {not_a, dest})),
+    %% Descriptors of other modules than raw files' (one naming `file'
+    %% looped for ever), and a raw file of another process.
+    [?assertEqual({error, {bad_dest, D}}, tracekit_export:jsonl([], D))
+     || D <- [{file_descriptor, file, x}, {file_descriptor, nosuchmod, x}]],
+    Raw = tmp("raw"),
+    Self = self(),
+    Opener = spawn(fun() -> {ok, Fd} = file:open(Raw, [write, raw]), Self ! {fd, Fd},
+                            receive stop -> file:close(Fd) end end),
+    Fd = receive {fd, F} -> F end,
+    ?assertMatch({error, {write, not_on_controlling_process}},
+                 tracekit_export:jsonl([{trace_ts, Self, call, {m, f, []}, {1, 2, 3}}], Fd)),
+    Opener ! stop,
+    ok = file:delete(Raw),
     ?assertEqual({error, {bad_option, {colour, red}}}, tracekit_export:chrome([], tmp("z"), #{colour => red})),
     ?assertEqual({error, {bad_source, 42}}, tracekit_export:chrome(42, standard_io)).
 
