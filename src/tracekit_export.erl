@@ -397,13 +397,8 @@ open_dest({file_descriptor, prim_file, _} = Dest) ->
     %% (Only a raw file's: file:write/2 calls the module a descriptor
     %% names, and one naming `file' calls itself for ever.)
     {ok, {raw, Dest}, fun(_) -> ok end};
-open_dest(Dest) when is_binary(Dest) ->
+open_dest(Dest) when is_binary(Dest); is_list(Dest) ->
     open_file(Dest);
-open_dest(Dest) when is_list(Dest) ->
-    case io_lib:char_list(Dest) andalso Dest =/= [] of
-        true -> open_file(Dest);
-        false -> {error, {bad_dest, Dest}}
-    end;
 open_dest(Dest) ->
     {error, {bad_dest, Dest}}.
 
@@ -412,6 +407,7 @@ open_dest(Dest) ->
 open_file(Path) ->
     case tracekit_private:open_output(Path) of
         {ok, Fd, Done} -> {ok, {raw, Fd}, Done};
+        {error, badarg} -> {error, {bad_dest, Path}};   % no file name
         {error, Posix} -> {error, {file, Path, Posix}}
     end.
 

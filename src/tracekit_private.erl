@@ -75,10 +75,13 @@ open_output(Path) ->
         error -> {error, badarg}
     end.
 
-%% A file name as file:name_all() is, flattened; error for any other term.
+%% A file name as file:name_all() is, flattened; error for any other term,
+%% and for an empty name.
+name(<<>>) -> error;
 name(Path) when is_binary(Path) -> {ok, Path};
 name(Path) when is_atom(Path); is_list(Path) ->
     try filename:flatten(Path) of
+        [] -> error;
         Flat when is_list(Flat) ->
             case lists:all(fun(C) -> is_integer(C) andalso C >= 0 end, Flat) of
                 true -> {ok, Flat};

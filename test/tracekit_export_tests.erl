@@ -518,6 +518,14 @@ errors_test() ->
     ok = file:delete(Kept),
     ok = file:del_dir(Dir),
     ?assertEqual({error, {bad_dest, {not_a, dest}}}, tracekit_export:folded([], {not_a, dest})),
+    %% Empty names are no names; a deep list is one (file:name_all()).
+    [?assertMatch({error, {bad_dest, _}}, tracekit_export:jsonl([], D))
+     || D <- ['', <<>>, [], [[], []], [1 | 2], [-1], [self()]]],
+    Deep = tmp("deep"),
+    DeepName = [filename:dirname(Deep), ["/", [list_to_atom(filename:basename(Deep))]]],
+    ?assertEqual({ok, 0}, tracekit_export:jsonl([], DeepName)),
+    ?assert(filelib:is_regular(Deep)),
+    ok = file:delete(Deep),
     %% Descriptors of other modules than raw files' (one naming `file'
     %% looped for ever), and a raw file of another process.
     [?assertEqual({error, {bad_dest, D}}, tracekit_export:jsonl([], D))
