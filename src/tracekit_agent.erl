@@ -265,15 +265,21 @@ done(#{janitor := J}) ->
     undo_now(J, dir).
 
 %% Events drained now, with the horizon, or the file's counters. A full
-%% batch may have left older events in the ring: its horizon is its last
-%% event (a horizon of now would let the other nodes' events go out ahead
-%% of them, and a receipt ahead of its send still in this ring).
+%% batch may have left older events in the ring: its horizon is no later
+%% than its last event (a horizon of now would let the other nodes' events
+%% go out ahead of them, and a receipt ahead of its send still in this
+%% ring), and `last' when that event has no timestamp (the merge then
+%% keeps the horizon it had).
 batch({ring, R}, Max, Horizon) ->
     Events = tracekit_ring:drain(R, Max),
     H = case {Horizon, Events} of
             {closed, []} -> closed;
             {closed, _} -> last;
-            _ when length(Events) >= Max -> last;
+            _ when length(Events) >= Max ->
+                case tracekit_nodes:event_stamp(lists:last(Events)) of
+                    none -> last;
+                    T -> min(T, Horizon)
+                end;
             _ -> Horizon
         end,
     {events, Events, H, counters({ring, R}), names(Events)};
