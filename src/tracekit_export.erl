@@ -337,13 +337,13 @@ run2(Source, Dest, Opts, St00) ->
                         St3 = flush(finish(St2), true),
                         %% A file damaged part way: its events before the
                         %% damage are kept (or all that could be read,
-                        %% with damaged chunks skipped). A source that
-                        %% could not be read does not replace what Dest
-                        %% held.
+                        %% with damaged chunks skipped). A source of which
+                        %% no event could be read does not replace what
+                        %% Dest held.
                         case Folded of
                             ok -> {{ok, St3#st.n}, ok};
-                            {error, {corrupt, _, _}} -> {Folded, ok};
-                            {error, {skipped, _}} -> {Folded, ok};
+                            {error, {corrupt, _, _}} when St3#st.n > 0 -> {Folded, ok};
+                            {error, {skipped, _}} when St3#st.n > 0 -> {Folded, ok};
                             {error, _} -> {Folded, abort}
                         end
                     catch
@@ -393,9 +393,12 @@ open_dest(Dest) when is_pid(Dest); is_atom(Dest), Dest =/= [] ->
         _ when is_pid(Dest) -> {ok, {io, Dest}, fun(_) -> ok end};
         _ -> open_file(atom_to_list(Dest))
     end;
-open_dest({file_descriptor, prim_file, _} = Dest) ->
-    %% (Only a raw file's: file:write/2 calls the module a descriptor
-    %% names, and one naming `file' calls itself for ever.)
+open_dest({file_descriptor, Module, _} = Dest)
+  when Module =:= prim_file; Module =:= raw_file_io_delayed;
+       Module =:= raw_file_io_compressed; Module =:= raw_file_io_list ->
+    %% Only the modules of file:open/2's raw files: file:write/2 calls the
+    %% module a descriptor names, and one naming `file' calls itself for
+    %% ever.
     {ok, {raw, Dest}, fun(_) -> ok end};
 open_dest(Dest) when is_binary(Dest); is_list(Dest) ->
     open_file(Dest);

@@ -508,8 +508,12 @@ errors_test() ->
     NotTrace = filename:join(Dir, "not_a_trace"),
     ok = file:write_file(NotTrace, <<"not a trace file at all">>),
     Gone = filename:join(Dir, "gone"),
+    Empty = filename:join(Dir, "empty"),   % damaged before its first event
+    ok = file:write_file(Empty, <<>>),
     [?assertMatch({error, _}, tracekit_export:F(Src, Kept))
-     || F <- [chrome, jsonl, folded], Src <- [Gone, [Gone], NotTrace, [NotTrace, Gone]]],
+     || F <- [chrome, jsonl, folded], Src <- [Gone, [Gone], NotTrace, [NotTrace, Gone], Empty]],
+    ?assertMatch({error, {corrupt, _, 0}}, tracekit_export:jsonl(Empty, Kept)),
+    ok = file:delete(Empty),
     ?assertEqual({error, {no_files, Gone}}, tracekit_export:jsonl(Gone, Kept)),
     ?assertEqual({error, {file, NotTrace, not_a_trace}}, tracekit_export:folded(NotTrace, Kept)),
     ok = file:delete(NotTrace),
@@ -539,6 +543,17 @@ errors_test() ->
                  tracekit_export:jsonl([{trace_ts, Self, call, {m, f, []}, {1, 2, 3}}], Fd)),
     Opener ! stop,
     ok = file:delete(Raw),
+    %% Raw files of every kind file:open/2 makes are written.
+    Event = {trace_ts, Self, call, {m, f, []}, {1, 2, 3}},
+    [begin
+         {ok, RawFd} = file:open(Raw, [write, raw | Mode]),
+         ?assertEqual({ok, 1}, tracekit_export:jsonl([Event], RawFd)),
+         ok = file:close(RawFd),
+         {ok, Written} = file:read_file(Raw),
+         Text = case Mode of [compressed] -> zlib:gunzip(Written); _ -> Written end,
+         ?assertMatch(<<"{", _/binary>>, Text),
+         ok = file:delete(Raw)
+     end || Mode <- [[], [delayed_write], [compressed], [read]]],
     ?assertEqual({error, {bad_option, {colour, red}}}, tracekit_export:chrome([], tmp("z"), #{colour => red})),
     ?assertEqual({error, {bad_source, 42}}, tracekit_export:chrome(42, standard_io)).
 
