@@ -276,7 +276,7 @@ batch({ring, R}, Max, Horizon) ->
             {closed, []} -> closed;
             {closed, _} -> last;
             _ when length(Events) >= Max ->
-                case tracekit_nodes:event_stamp(lists:last(Events)) of
+                case tracekit_proto:event_stamp(lists:last(Events)) of
                     none -> last;
                     T -> min(T, Horizon)
                 end;

@@ -31,8 +31,7 @@
 -module(tracekit_nodes).
 
 -export([start/2, request/1, handle/2, take/1, close/1, finished/1, done/1,
-         summary/1, fetch/2, offsets/1, names/1, event_time/1, event_stamp/1, late_ms/0,
-         latency/1]).
+         summary/1, fetch/2, offsets/1, names/1, event_time/1, late_ms/0, latency/1]).
 
 -export_type([nodes/0, options/0, node_summary/0]).
 
@@ -378,21 +377,9 @@ late_ms() -> ?LATE_MS.
 %% one without.
 -spec event_time(tuple()) -> integer().
 event_time(E) ->
-    case event_stamp(E) of
+    case tracekit_proto:event_stamp(E) of
         none -> erlang:system_time(microsecond);
         T -> T
-    end.
-
-%% @doc The time of an event's `{Mega, Sec, Micro}' timestamp in
-%% microseconds, or `none' when it has none (a monotonic timestamp is of
-%% its node's VM alone).
--spec event_stamp(tuple()) -> integer() | none.
-event_stamp(E) ->
-    case element(tuple_size(E), E) of
-        {Mega, Sec, Micro} when is_integer(Mega), is_integer(Sec), is_integer(Micro) ->
-            (Mega * 1000000 + Sec) * 1000000 + Micro;
-        _ ->
-            none
     end.
 
 %%% Running -------------------------------------------------------------------
@@ -511,7 +498,7 @@ events(#node{queue = Q, offset = Off, state = S} = N, Es, H, Counters, Mark) ->
                   last when Kept =:= [] -> N#node.horizon;
                   last ->
                       {T, Ev} = lists:last(Kept),
-                      case event_stamp(Ev) of
+                      case tracekit_proto:event_stamp(Ev) of
                           none -> N#node.horizon;
                           _ -> T
                       end;

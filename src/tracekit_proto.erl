@@ -28,7 +28,7 @@
 %% itself.
 -module(tracekit_proto).
 
--export([version/0, hello/1, batch/0, idle_ms/0, latency_ms/0]).
+-export([version/0, hello/1, batch/0, idle_ms/0, latency_ms/0, event_stamp/1]).
 -export([ask_more/2, ask_close/1, ask_read/3, let_go/1, await/4, answer/3, request/1,
          reply/1]).
 
@@ -97,7 +97,8 @@
                 | {closed, counters()}
                 | {data, binary()} | eof | {error, term()} | done.
 %% A time of the node's clock (system time, microseconds) every event
-%% drained later comes after; `last': after the last of these events;
+%% drained later comes after; `last': after the last of these events
+%% (when it has a timestamp, event_stamp/1; else no later than before);
 %% `closed': there will be no more.
 -type horizon() :: integer() | last | closed.
 %% The counters of the sink (tracekit_ring:stats/1 or tracekit_file:stats/1).
@@ -135,6 +136,18 @@ loaded(M) ->
 %% @doc Events asked for at a time.
 -spec batch() -> pos_integer().
 batch() -> ?BATCH.
+
+%% @doc The time of an event's `{Mega, Sec, Micro}' timestamp, its node's
+%% system time in microseconds, or `none' when it has none (a monotonic
+%% timestamp is of its node's VM alone).
+-spec event_stamp(tuple()) -> integer() | none.
+event_stamp(E) ->
+    case element(tuple_size(E), E) of
+        {Mega, Sec, Micro} when is_integer(Mega), is_integer(Sec), is_integer(Micro) ->
+            (Mega * 1000000 + Sec) * 1000000 + Micro;
+        _ ->
+            none
+    end.
 
 %% @doc Milliseconds a node that had nothing new waits to be asked again.
 -spec idle_ms() -> pos_integer().
