@@ -624,20 +624,19 @@ seq_receiver_node(_, Here) -> Here.
 
 waits_for_send(_, #nodes{sends = Sends}) when map_size(Sends) =:= 0 ->
     false;
-waits_for_send(Ev, #nodes{sends = Sends}) when element(1, Ev) =/= seq_trace,
-                                                element(3, Ev) =:= 'receive',
-                                                tuple_size(Ev) >= 4 ->
-    is_map_key({element(2, Ev), element(4, Ev)}, Sends);
-waits_for_send(Ev, #nodes{sends = Sends}) when element(1, Ev) =:= seq_trace,
-                                                tuple_size(Ev) >= 3 ->
+waits_for_send(Ev, #nodes{sends = Sends}) ->
+    is_map_key(receipt_key(Ev), Sends).
+
+%% A receipt's message as send_key/2 shows its send, or none.
+receipt_key(Ev) when element(1, Ev) =:= seq_trace, tuple_size(Ev) >= 3 ->
     case element(3, Ev) of
-        {'receive', Serial, From, _To, Msg} ->
-            is_map_key({seq, element(2, Ev), Serial, From, Msg}, Sends);
-        _ ->
-            false
+        {'receive', Serial, From, _To, Msg} -> {seq, element(2, Ev), Serial, From, Msg};
+        _ -> none
     end;
-waits_for_send(_, _) ->
-    false.
+receipt_key(Ev) when element(3, Ev) =:= 'receive', tuple_size(Ev) >= 4 ->
+    {element(2, Ev), element(4, Ev)};
+receipt_key(_) ->
+    none.
 
 %%% The end ---------------------------------------------------------------------
 
