@@ -245,13 +245,11 @@ fold_source(Fun, Acc, Source) ->
     end.
 
 source_kind(L) ->
-    case is_proper(L) of
-        true -> proper_source_kind(L);
-        false -> bad
+    try length(L) of
+        _ -> proper_source_kind(L)
+    catch
+        error:badarg -> bad                 % an improper list
     end.
-
-is_proper([_ | T]) -> is_proper(T);
-is_proper(T) -> T =:= [].
 
 proper_source_kind([]) -> events;
 proper_source_kind([E | _]) when is_tuple(E) -> events;
