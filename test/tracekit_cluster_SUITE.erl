@@ -211,23 +211,18 @@ request_reply_across_nodes(Config) ->
     Peers = peers(1),
     [{_, Peer}] = Peers,
     try
-        Server = erpc:call(Peer, ?MODULE, server, []),
-        true = erpc:call(Peer, erlang, register, [tk_cluster_server, Server]),
+        Server = registered_server(Peer),
         Self = self(),
         {ok, T} = tracekit:messages([Self, tk_cluster_server], #{nodes => [node(), Peer],
                                                                  print => false,
                                                                  max_events => infinity}),
-        [begin Server ! {req, Self, I}, receive {reply, I} -> ok end end
-         || I <- lists:seq(1, 50)],
+        ask(Server, 50),
         timer:sleep(100),
         {ok, #{events := Events}} = tracekit:stop(T),
         Flow = [{Who, What, I} || E <- Events,
                                   {Who, What, Msg} <- [message(E)],
                                   I <- [req_or_reply(Msg)], I =/= none],
-        Expected = lists:append([[{Self, send, I}, {Server, 'receive', I},
-                                  {Server, send, I}, {Self, 'receive', I}]
-                                 || I <- lists:seq(1, 50)]),
-        ?assertEqual(Expected, Flow),
+        ?assertEqual(round_trips(Self, Server, 50), Flow),
         %% Printed, the server's lines name it (its node looked it up).
         Io = ?config(io, Config),
         {ok, T2} = tracekit:messages([tk_cluster_server], #{nodes => [node(), Peer], io => Io}),
@@ -250,15 +245,12 @@ seq_flow_across_nodes(_Config) ->
     Peers = peers(1),
     [{_, Peer}] = Peers,
     try
-        Server = erpc:call(Peer, ?MODULE, server, []),
-        true = erpc:call(Peer, erlang, register, [tk_cluster_server, Server]),
-        Self = self(),
+        registered_server(Peer),
         {ok, Opts} = tracekit_cth:check_options(#{nodes => [Peer], seq_trace => true,
                                                   events => 10000}),
         {ok, T} = tracekit_case:record(Opts, {?MODULE, seq_flow_across_nodes, 1}),
         ok = tracekit_case:seq_token(Opts),
-        [begin {tk_cluster_server, Peer} ! {req, Self, I}, receive {reply, I} -> ok end end
-         || I <- lists:seq(1, 50)],
+        ask({tk_cluster_server, Peer}, 50),
         _ = seq_trace:set_token([]),
         timer:sleep(100),
         {ok, #{events := Events, dropped := 0, clocks := Clocks}} = tracekit:stop(T),
@@ -266,13 +258,29 @@ seq_flow_across_nodes(_Config) ->
         Flow = [{node(Where), What, I} || {seq_trace, _, {What, _, _, _, Msg} = Info, _} <- Events,
                                           Where <- [seq_where(Info)],
                                           I <- [req_or_reply(Msg)], I =/= none],
-        Expected = lists:append([[{node(), send, I}, {Peer, 'receive', I},
-                                  {Peer, send, I}, {node(), 'receive', I}]
-                                 || I <- lists:seq(1, 50)]),
-        ?assertEqual(Expected, Flow)
+        ?assertEqual(round_trips(node(), Peer, 50), Flow)
     after
         stop_peers(Peers)
     end.
+
+%% A server (server/0) on Peer, registered there as tk_cluster_server.
+registered_server(Peer) ->
+    Server = erpc:call(Peer, ?MODULE, server, []),
+    true = erpc:call(Peer, erlang, register, [tk_cluster_server, Server]),
+    Server.
+
+%% Asks Server for 1..N in turn, each reply awaited.
+ask(Server, N) ->
+    Self = self(),
+    [begin Server ! {req, Self, I}, receive {reply, I} -> ok end end || I <- lists:seq(1, N)],
+    ok.
+
+%% What asking for 1..N shows, as {Who, What, I}: the request's send by
+%% Client and receipt by Server, the reply's send by Server and receipt by
+%% Client.
+round_trips(Client, Server, N) ->
+    lists:append([[{Client, send, I}, {Server, 'receive', I},
+                   {Server, send, I}, {Client, 'receive', I}] || I <- lists:seq(1, N)]).
 
 %% A peer's process sends 5,000 messages with a seq_trace token to a
 %% process here, faster than one batch (1,000 events) a request: the
